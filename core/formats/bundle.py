@@ -1,0 +1,580 @@
+"""Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
+
+The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
+strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
+to temporary names first and the JSON is renamed last, so an existing `<name>.json` always has its EXR.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
+
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "SEQUENCE_FORMAT_NAME",
+    "BundleError",
+    "CaptureFrame",
+    "CapturePerson",
+    "CaptureSequence",
+    "SequenceWriter",
+    "default_camera",
+    "frame_name",
+    "read_bundle",
+    "read_sequence",
+    "sanitize_name",
+    "write_bundle",
+    "write_sequence",
+]
+
+FORMAT_NAME = "sapiens2-capture"
+SEQUENCE_FORMAT_NAME = "sapiens2-capture-sequence"
+FORMAT_VERSION = "1.0"
+_MAJOR = 1
+_LAYER_ORDER = ("rgba", "P", "N", "albedo", "seg", "mask")
+_LAYER_CHANNELS = {
+    "rgba": ("R", "G", "B", "A"),
+    "P": ("P.X", "P.Y", "P.Z"),
+    "N": ("N.X", "N.Y", "N.Z"),
+    "albedo": ("albedo.R", "albedo.G", "albedo.B"),
+    "seg": ("seg",),
+    "mask": ("mask",),
+}
+_CONVENTIONS = {
+    "camera_frame": "opencv",
+    "normals_frame": "opencv",
+    "units": "meters",
+    "pixel_origin": "top-left corner",
+    "color": "scene-linear (sRGB primaries)",
+}
+_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+class BundleError(ValueError):
+    """A capture bundle is missing, corrupt, of a newer major version, or inconsistent."""
+
+
+@dataclass
+class CapturePerson:
+    """One person: bbox (x1, y1, x2, y2), keypoints (308, 3) = x, y, score in image pixels."""
+
+    bbox: tuple[float, float, float, float]
+    keypoints: np.ndarray
+    bbox_source: str = "image"
+    keypoints_3d: np.ndarray | None = None  # (308, 3) metric XYZ, NaN rows where invalid
+    id: int = 0
+
+    @classmethod
+    def coerce(cls, person: Any, index: int) -> CapturePerson:
+        """Accept a CapturePerson, a dict, or any object with bbox/keypoints attributes (e.g. PersonPose)."""
+        if isinstance(person, CapturePerson):
+            return person
+        get = (
+            person.get
+            if isinstance(person, dict)
+            else lambda key, default=None: getattr(person, key, default)
+        )
+        keypoints = get("keypoints")
+        bbox = get("bbox")
+        if keypoints is None or bbox is None:
+            raise ValueError(f"person {index}: needs 'bbox' and 'keypoints'")
+        kp3d = get("keypoints_3d")
+        return cls(
+            bbox=tuple(float(v) for v in _to_numpy(bbox).reshape(-1)[:4]),
+            keypoints=_to_numpy(keypoints).astype(np.float32),
+            bbox_source=str(get("bbox_source", "image") or "image"),
+            keypoints_3d=None if kp3d is None else _to_numpy(kp3d).astype(np.float32),
+            id=index,
+        )
+
+
+@dataclass
+class CaptureFrame:
+    """Everything one bundle holds, in memory. Arrays are (H, W[, C]) with row 0 = top.
+
+    `image` and `albedo` are sRGB-encoded 0..1 (float) or uint8; points are metric OpenCV-frame XYZ;
+    normals are unit OpenCV-frame vectors; seg holds class ids; mask is 0..1.
+    """
+
+    width: int
+    height: int
+    image: np.ndarray | None = None
+    points: np.ndarray | None = None
+    normals: np.ndarray | None = None
+    albedo: np.ndarray | None = None
+    seg: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    camera: dict[str, Any] | None = None
+    people: list[Any] = field(default_factory=list)
+    models: list[dict[str, Any]] = field(default_factory=list)
+    pointmap_scale: float | None = None
+    frame: int | None = None
+    source_name: str | None = None
+    name: str | None = None  # set by read_bundle
+    version: str = FORMAT_VERSION  # set by read_bundle
+
+
+# --------------------------------------------------------------------------------------------------- helpers
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):  # torch tensor, without importing torch here
+        value = value.detach().cpu().float().numpy()
+    return np.asarray(value)
+
+
+@lru_cache(maxsize=1)
+def _metadata() -> tuple[list[str], list[list[int]], list[dict[str, Any]]]:
+    kp = json.loads((_DATA_DIR / "keypoints308.json").read_text(encoding="utf-8"))
+    seg = json.loads((_DATA_DIR / "seg29.json").read_text(encoding="utf-8"))
+    return kp["keypoint_names"], [list(map(int, link)) for link in kp["skeleton_links"]], seg["classes"]
+
+
+def sanitize_name(name: str) -> str:
+    """Make a user-given name safe as a file base name: no directories, no traversal, no odd characters."""
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name).replace("\\", "/").split("/")[-1])
+    base = base.lstrip(".")[:120]
+    if not base or set(base) <= {"_", "."}:
+        raise ValueError(
+            f"bundle name {name!r} has no usable characters; use letters, digits, '_', '-' or '.'"
+        )
+    return base
+
+
+def frame_name(name: str, number: int) -> str:
+    """Base name of frame `number` (1-based) of sequence `name`: `<name>_0001`."""
+    return f"{sanitize_name(name)}_{int(number):04d}"
+
+
+def default_camera(width: int, height: int) -> dict[str, Any]:
+    """Camera used when no pointmap gives one: fx = fy = 1.2 * max(W, H), principal point at the centre."""
+    focal = 1.2 * max(width, height)
+    return {
+        "model": "pinhole",
+        "fx": focal,
+        "fy": focal,
+        "cx": width / 2,
+        "cy": height / 2,
+        "source": "default",
+    }
+
+
+def _f32(value: Any) -> float | None:
+    """Float32-precision value as a short JSON float (None for NaN/inf)."""
+    v = float(np.float32(value))
+    return float(repr(np.float32(v))) if math.isfinite(v) else None
+
+
+def _rows(array: np.ndarray) -> list[Any]:
+    return [None if row is None else [_f32(v) for v in row] for row in array]
+
+
+def _check_shape(name: str, array: np.ndarray | None, height: int, width: int, channels: int | None) -> None:
+    if array is None:
+        return
+    expected = (height, width) if channels is None else (height, width, channels)
+    if array.shape != expected:
+        raise ValueError(f"CaptureFrame.{name} has shape {array.shape}, expected {expected} (H, W[, C])")
+
+
+def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
+    arr = _to_numpy(array)
+    if arr.ndim == 2:
+        arr = np.repeat(arr[..., None], 3, axis=2)
+    if arr.ndim == 3 and arr.shape[2] == 4:
+        arr = arr[..., :3]
+    if arr.dtype == np.uint8:
+        return arr.astype(np.float32) / 255.0
+    if arr.dtype == np.uint16:
+        return arr.astype(np.float32) / 65535.0
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
+    return arr.astype(np.float32)
+
+
+def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
+    """Pointmap value at the pixel containing each keypoint; NaN rows where outside or invalid."""
+    height, width = points.shape[:2]
+    out = np.full((keypoints.shape[0], 3), np.nan, dtype=np.float32)
+    xy = keypoints[:, :2]
+    ok = np.isfinite(xy).all(axis=1)
+    cols = np.floor(np.where(ok, xy[:, 0], -1)).astype(np.int64)
+    rows = np.floor(np.where(ok, xy[:, 1], -1)).astype(np.int64)
+    ok &= (cols >= 0) & (cols < width) & (rows >= 0) & (rows < height)
+    values = points[rows[ok], cols[ok]].astype(np.float32)
+    valid = np.isfinite(values).all(axis=1) & (values[:, 2] > 0)
+    idx = np.flatnonzero(ok)[valid]
+    out[idx] = values[valid]
+    return out
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+# --------------------------------------------------------------------------------------------------- writing
+
+
+def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]]:
+    h, w = frame.height, frame.width
+    channels: dict[str, np.ndarray] = {}
+    layers: list[str] = []
+    if frame.image is not None:
+        linear = srgb_to_linear(_as_srgb_float("image", frame.image))
+        _check_shape("image", linear, h, w, 3)
+        for i, ch in enumerate("RGB"):
+            channels[ch] = linear[..., i].astype(np.float16)
+        channels["A"] = np.ones((h, w), np.float16)
+        layers.append("rgba")
+    if frame.points is not None:
+        pts = _to_numpy(frame.points).astype(np.float32)
+        _check_shape("points", pts, h, w, 3)
+        pts = np.where(np.isfinite(pts).all(axis=2, keepdims=True), pts, 0.0).astype(np.float32)
+        for i, axis in enumerate("XYZ"):
+            channels[f"P.{axis}"] = pts[..., i]
+        layers.append("P")
+    if frame.normals is not None:
+        nrm = _to_numpy(frame.normals).astype(np.float32)
+        _check_shape("normals", nrm, h, w, 3)
+        for i, axis in enumerate("XYZ"):
+            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
+        layers.append("N")
+    if frame.albedo is not None:
+        alb = srgb_to_linear(_as_srgb_float("albedo", frame.albedo))
+        _check_shape("albedo", alb, h, w, 3)
+        for i, ch in enumerate("RGB"):
+            channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
+        layers.append("albedo")
+    if frame.seg is not None:
+        seg = _to_numpy(frame.seg)
+        _check_shape("seg", seg, h, w, None)
+        channels["seg"] = seg.astype(np.float32)
+        layers.append("seg")
+    if frame.mask is not None:
+        mask = _to_numpy(frame.mask).astype(np.float32)
+        _check_shape("mask", mask, h, w, None)
+        channels["mask"] = np.clip(mask, 0.0, 1.0).astype(np.float16)
+        layers.append("mask")
+    if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
+        channels["A"] = np.ones((h, w), np.float16)
+    return channels, layers
+
+
+def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], layers: list[str]) -> dict:
+    names, skeleton, classes = _metadata()
+    camera = dict(frame.camera) if frame.camera else default_camera(frame.width, frame.height)
+    for key in ("fx", "fy", "cx", "cy"):
+        if key not in camera:
+            raise ValueError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
+    camera_json = {"model": str(camera.get("model", "pinhole"))}
+    camera_json.update({k: float(camera[k]) for k in ("fx", "fy", "cx", "cy")})
+    camera_json["source"] = str(camera.get("source", "user"))
+    people_json = []
+    for person in people:
+        entry: dict[str, Any] = {
+            "id": person.id,
+            "bbox": [_f32(v) for v in person.bbox],
+            "bbox_source": person.bbox_source,
+            "keypoints": _rows(person.keypoints),
+        }
+        if person.keypoints_3d is not None:
+            entry["keypoints_3d"] = [
+                [_f32(v) for v in row] if np.isfinite(row).all() else None for row in person.keypoints_3d
+            ]
+        people_json.append(entry)
+    source = Path(str(frame.source_name)).name if frame.source_name else None
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "name": name,
+        "exr": f"{name}.exr",
+        "frame": None if frame.frame is None else int(frame.frame),
+        "image": {"width": int(frame.width), "height": int(frame.height), "source": source},
+        "camera": camera_json,
+        "conventions": dict(_CONVENTIONS),
+        "layers": layers,
+        "models": [
+            {
+                "task": str(m.get("task")),
+                "size": None if m.get("size") is None else str(m.get("size")),
+                "checkpoint": None if not m.get("checkpoint") else Path(str(m["checkpoint"])).name,
+                "sha256": m.get("sha256"),
+            }
+            for m in frame.models
+        ],
+        "pointmap_scale": None if frame.pointmap_scale is None else _f32(frame.pointmap_scale),
+        "people": people_json,
+        "keypoint_names": names,
+        "skeleton": skeleton,
+        "seg_classes": classes,
+    }
+
+
+def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
+    people = []
+    points = None if frame.points is None else _to_numpy(frame.points).astype(np.float32)
+    for index, raw in enumerate(frame.people):
+        person = CapturePerson.coerce(raw, index)
+        person.id = index
+        kp = person.keypoints
+        if kp.ndim != 2 or kp.shape[1] != 3:
+            raise ValueError(f"person {index}: keypoints must be (K, 3) = x, y, score, got {kp.shape}")
+        person.keypoints_3d = None if points is None else _sample_points(points, kp)
+        people.append(person)
+    return people
+
+
+def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
+    """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
+    if frame.width <= 0 or frame.height <= 0:
+        raise ValueError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+    base = sanitize_name(name)
+    out_dir = Path(folder)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    channels, layers = _exr_channels(frame)
+    people = _prepare_people(frame)
+    doc = _frame_json(frame, base, people, layers)
+    exr_path, json_path = out_dir / f"{base}.exr", out_dir / f"{base}.json"
+    token = uuid.uuid4().hex[:8]
+    tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
+    try:
+        write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
+        tmp_json.write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        _remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
+        os.replace(tmp_exr, exr_path)
+        os.replace(tmp_json, json_path)
+    except BaseException:
+        _remove_quietly(tmp_exr)
+        _remove_quietly(tmp_json)
+        raise
+    return json_path
+
+
+# --------------------------------------------------------------------------------------------------- reading
+
+
+def _load_json(path: Path, what: str) -> dict[str, Any]:
+    if not path.is_file():
+        raise BundleError(f"{path}: {what} not found")
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BundleError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise BundleError(f"{path}: expected a JSON object at the top level")
+    return doc
+
+
+def _check_version(path: Path, doc: dict[str, Any], expected_format: str) -> str:
+    if doc.get("format") != expected_format:
+        raise BundleError(f"{path}: 'format' is {doc.get('format')!r}, expected {expected_format!r}")
+    version = str(doc.get("version", ""))
+    match = re.fullmatch(r"(\d+)\.(\d+)", version)
+    if not match:
+        raise BundleError(f"{path}: 'version' must look like '1.0', got {version!r}")
+    if int(match.group(1)) > _MAJOR:
+        raise BundleError(
+            f"{path}: bundle version {version} was written by a newer Sapiens2 Studio; this reader supports "
+            f"version {_MAJOR}.x. Update sapiens2-studio (pip install -U sapiens2-studio)."
+        )
+    return version
+
+
+def _stack(channels: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
+    return np.stack([channels[n].astype(np.float32) for n in names], axis=-1)
+
+
+def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
+    if not isinstance(raw_people, list):
+        raise BundleError(f"{path}: 'people' must be a list")
+    people = []
+    for index, raw in enumerate(raw_people):
+        try:
+            kp = np.asarray(raw["keypoints"], dtype=np.float32)
+            bbox = tuple(float(v) for v in raw["bbox"])
+            kp3d = raw.get("keypoints_3d")
+            kp3d_arr = None
+            if kp3d is not None:
+                kp3d_arr = np.array([[np.nan] * 3 if r is None else r for r in kp3d], dtype=np.float32)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleError(f"{path}: person {index} is malformed ({exc})") from exc
+        if kp.ndim != 2 or kp.shape[1] != 3 or len(bbox) != 4:
+            raise BundleError(f"{path}: person {index} needs keypoints (K, 3) and a 4-value bbox")
+        people.append(
+            CapturePerson(
+                bbox=bbox,  # type: ignore[arg-type]
+                keypoints=kp,
+                bbox_source=str(raw.get("bbox_source", "image")),
+                keypoints_3d=kp3d_arr,
+                id=int(raw.get("id", index)),
+            )
+        )
+    return people
+
+
+def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
+    """Read one frame bundle; raises BundleError naming the file and the problem."""
+    path = Path(json_path)
+    doc = _load_json(path, "capture bundle JSON")
+    version = _check_version(path, doc, FORMAT_NAME)
+    try:
+        width, height = int(doc["image"]["width"]), int(doc["image"]["height"])
+        exr_name = str(doc["exr"])
+        layers = [str(x) for x in doc.get("layers", [])]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BundleError(f"{path}: missing or malformed field ({exc})") from exc
+    if Path(exr_name).name != exr_name or exr_name in ("", ".", ".."):
+        raise BundleError(f"{path}: 'exr' must be a plain file name in the same folder, got {exr_name!r}")
+    exr_path = path.parent / exr_name
+    if not exr_path.is_file():
+        raise BundleError(f"{path}: its EXR file {exr_path.name!r} is missing (expected at {exr_path})")
+    try:
+        channels, _ = read_exr(exr_path)
+    except ExrError as exc:
+        raise BundleError(str(exc)) from exc
+    for name, arr in channels.items():
+        if arr.shape != (height, width):
+            raise BundleError(
+                f"{exr_path}: channel {name!r} is {arr.shape[1]}x{arr.shape[0]}, JSON says {width}x{height}"
+            )
+    for layer in layers:
+        missing = [c for c in _LAYER_CHANNELS.get(layer, ()) if c not in channels]
+        if missing:
+            raise BundleError(
+                f"{exr_path}: layer {layer!r} is listed in the JSON but channels {missing} are missing"
+            )
+    frame = CaptureFrame(width=width, height=height, name=str(doc.get("name", path.stem)), version=version)
+    if "rgba" in layers:
+        frame.image = linear_to_srgb(_stack(channels, ("R", "G", "B")))
+    if "P" in layers:
+        frame.points = _stack(channels, _LAYER_CHANNELS["P"])
+    if "N" in layers:
+        frame.normals = _stack(channels, _LAYER_CHANNELS["N"])
+    if "albedo" in layers:
+        frame.albedo = linear_to_srgb(_stack(channels, _LAYER_CHANNELS["albedo"]))
+    if "seg" in layers:
+        frame.seg = np.rint(channels["seg"]).astype(np.int64)
+    if "mask" in layers:
+        frame.mask = channels["mask"].astype(np.float32)
+    frame.camera = doc.get("camera")
+    frame.people = _parse_people(path, doc.get("people", []))
+    frame.models = list(doc.get("models", []))
+    frame.pointmap_scale = doc.get("pointmap_scale")
+    frame.frame = doc.get("frame")
+    frame.source_name = (doc.get("image") or {}).get("source")
+    return frame
+
+
+# --------------------------------------------------------------------------------------------------- sequences
+
+
+class SequenceWriter:
+    """Write frames one at a time (no need to hold a whole video in memory); the index is written on close."""
+
+    def __init__(self, folder: str | os.PathLike[str], name: str, fps: float = 24.0) -> None:
+        self.folder = Path(folder)
+        self.name = sanitize_name(name)
+        self.fps = float(fps)
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, frame: CaptureFrame, number: int | None = None) -> Path:
+        """Write the next frame (numbered from 1 unless given) and return its JSON path."""
+        number = len(self.entries) + 1 if number is None else int(number)
+        frame.frame = number
+        json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
+        self.entries.append({"frame": number, "json": json_path.name})
+        return json_path
+
+    def close(self) -> Path:
+        """Write `<name>.sequence.json` (atomically) and return its path."""
+        doc = {
+            "format": SEQUENCE_FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "fps": self.fps,
+            "frames": sorted(self.entries, key=lambda e: e["frame"]),
+        }
+        path = self.folder / f"{self.name}.sequence.json"
+        tmp = self.folder / f".{self.name}.{uuid.uuid4().hex[:8]}.tmp.json"
+        try:
+            tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            _remove_quietly(tmp)
+        return path
+
+
+def write_sequence(
+    folder: str | os.PathLike[str], name: str, frames: Iterable[CaptureFrame], fps: float = 24.0
+) -> Path:
+    """Write numbered frame bundles plus `<name>.sequence.json`; returns the index path."""
+    writer = SequenceWriter(folder, name, fps)
+    for frame in frames:
+        writer.add(frame)
+    return writer.close()
+
+
+@dataclass
+class CaptureSequence:
+    """A sequence index; frames are read lazily (`load(i)` or iteration)."""
+
+    path: Path
+    name: str
+    fps: float
+    frame_numbers: list[int]
+    json_paths: list[Path]
+    version: str = FORMAT_VERSION
+
+    def __len__(self) -> int:
+        return len(self.json_paths)
+
+    def load(self, index: int) -> CaptureFrame:
+        return read_bundle(self.json_paths[index])
+
+    def __iter__(self) -> Iterator[CaptureFrame]:
+        for index in range(len(self)):
+            yield self.load(index)
+
+
+def read_sequence(path: str | os.PathLike[str]) -> CaptureSequence:
+    """Read `<name>.sequence.json`; checks that every listed frame JSON exists."""
+    index_path = Path(path)
+    doc = _load_json(index_path, "sequence index")
+    version = _check_version(index_path, doc, SEQUENCE_FORMAT_NAME)
+    entries = doc.get("frames")
+    if not isinstance(entries, list):
+        raise BundleError(f"{index_path}: 'frames' must be a list")
+    numbers, paths = [], []
+    for entry in entries:
+        try:
+            number, json_name = int(entry["frame"]), str(entry["json"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleError(f"{index_path}: malformed frame entry {entry!r}") from exc
+        if Path(json_name).name != json_name:
+            raise BundleError(f"{index_path}: frame JSON must be a plain file name, got {json_name!r}")
+        frame_path = index_path.parent / json_name
+        if not frame_path.is_file():
+            raise BundleError(f"{index_path}: frame {number} file {json_name!r} is missing")
+        numbers.append(number)
+        paths.append(frame_path)
+    try:
+        fps = float(doc.get("fps", 24.0))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"{index_path}: 'fps' must be a number") from exc
+    name = str(doc.get("name", index_path.name.removesuffix(".sequence.json")))
+    return CaptureSequence(index_path, name, fps, numbers, paths, version)

@@ -1,0 +1,100 @@
+"""Thin, safe wrapper around the `openexr` package for named-channel, single-part EXR files.
+
+Why a wrapper: the package writes non-contiguous numpy views as raw memory (silently wrong data), groups
+`R,G,B` / `albedo.R,G,B` channels on read unless asked not to, and raises a variety of exceptions on bad files.
+This module fixes all three in one place and keeps `openexr` an optional, lazily imported dependency.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ExrError", "linear_to_srgb", "read_exr", "require_openexr", "srgb_to_linear", "write_exr"]
+
+_ALLOWED_DTYPES = (np.float16, np.float32, np.uint32)
+
+
+class ExrError(RuntimeError):
+    """An EXR file could not be read or written; the message names the file and the problem."""
+
+
+def require_openexr() -> Any:
+    """Import the optional `OpenEXR` module or explain how to install it."""
+    try:
+        import OpenEXR
+    except ImportError as exc:  # pragma: no cover - exercised only where openexr is absent
+        raise ExrError(
+            "EXR support needs the optional 'openexr' package: pip install \"sapiens2-studio[exr]\" "
+            "(or: pip install openexr)"
+        ) from exc
+    return OpenEXR
+
+
+def srgb_to_linear(values: np.ndarray) -> np.ndarray:
+    """Decode sRGB-encoded 0..1 values to scene-linear (IEC 61966-2-1), float32."""
+    v = np.clip(np.asarray(values, dtype=np.float32), 0.0, 1.0)
+    return np.where(v <= 0.04045, v / 12.92, ((v + 0.055) / 1.055) ** 2.4).astype(np.float32)
+
+
+def linear_to_srgb(values: np.ndarray) -> np.ndarray:
+    """Encode scene-linear values to sRGB 0..1 (inverse of `srgb_to_linear`), float32."""
+    v = np.clip(np.asarray(values, dtype=np.float32), 0.0, 1.0)
+    return np.where(v <= 0.0031308, v * 12.92, 1.055 * np.power(v, 1.0 / 2.4) - 0.055).astype(np.float32)
+
+
+def write_exr(
+    path: str | os.PathLike[str],
+    channels: Mapping[str, np.ndarray],
+    attributes: Mapping[str, Any] | None = None,
+) -> None:
+    """Write 2-D arrays as named channels of one single-part, scanline, ZIP-compressed EXR.
+
+    Each array's dtype sets the pixel type (float16 → HALF, float32 → FLOAT, uint32 → UINT); every array is
+    made C-contiguous first. All channels must share one (H, W) shape.
+    """
+    if not channels:
+        raise ExrError(f"{path}: refusing to write an EXR with no channels")
+    OpenEXR = require_openexr()
+    shape = None
+    prepared: dict[str, np.ndarray] = {}
+    for name, array in channels.items():
+        arr = np.asarray(array)
+        if arr.ndim != 2:
+            raise ExrError(f"{path}: channel {name!r} must be 2-D (H, W), got shape {arr.shape}")
+        if arr.dtype.type not in _ALLOWED_DTYPES:
+            raise ExrError(f"{path}: channel {name!r} has dtype {arr.dtype}; use float16, float32 or uint32")
+        if shape is None:
+            shape = arr.shape
+        elif arr.shape != shape:
+            raise ExrError(f"{path}: channel {name!r} has shape {arr.shape}, others have {shape}")
+        prepared[name] = np.ascontiguousarray(arr)
+    header: dict[str, Any] = {"compression": OpenEXR.ZIP_COMPRESSION, "type": OpenEXR.scanlineimage}
+    header.update(attributes or {})
+    try:
+        with OpenEXR.File(header, prepared) as exr:
+            exr.write(str(path))
+    except Exception as exc:
+        raise ExrError(f"{path}: could not write EXR ({exc})") from exc
+
+
+def read_exr(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """Read every channel of a single-part EXR by its full name; returns (channels, header).
+
+    Row 0 of each (H, W) array is the top row of the image.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise ExrError(f"{file}: EXR file not found")
+    OpenEXR = require_openexr()
+    try:
+        with OpenEXR.File(str(file), separate_channels=True) as exr:
+            header = dict(exr.header())
+            channels = {name: np.array(ch.pixels) for name, ch in exr.channels().items()}
+    except Exception as exc:
+        raise ExrError(f"{file}: not a readable OpenEXR file ({exc})") from exc
+    return channels, header

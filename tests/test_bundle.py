@@ -1,0 +1,270 @@
+"""Capture bundle v1: round trips, a second EXR reader, and bad input that must fail clearly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+OpenEXR = pytest.importorskip("OpenEXR")
+
+from sapiens2_studio.core.formats.bundle import (  # noqa: E402
+    BundleError,
+    CaptureFrame,
+    read_bundle,
+    read_sequence,
+    sanitize_name,
+    write_bundle,
+    write_sequence,
+)
+from sapiens2_studio.core.formats.exr import linear_to_srgb, srgb_to_linear  # noqa: E402
+
+H, W = 24, 32
+
+
+def _frame(seed: int = 0, with_points: bool = True) -> CaptureFrame:
+    rng = np.random.default_rng(seed)
+    image = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    z = rng.uniform(1.5, 3.0, (H, W)).astype(np.float32)
+    fx, fy, cx, cy = 40.0, 42.0, W / 2, H / 2
+    u, v = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
+    points = np.stack([(u - cx) * z / fx, (v - cy) * z / fy, z], axis=-1).astype(np.float32)
+    points[0, 0] = 0.0  # background
+    normals = rng.normal(size=(H, W, 3)).astype(np.float32)
+    normals /= np.linalg.norm(normals, axis=-1, keepdims=True)
+    keypoints = np.zeros((308, 3), np.float32)
+    keypoints[:, 0] = rng.uniform(0, W, 308)
+    keypoints[:, 1] = rng.uniform(0, H, 308)
+    keypoints[:, 2] = rng.uniform(0, 1, 308)
+    keypoints[0] = [0.2, 0.7, 0.9]  # pixel (0, 0): background -> keypoints_3d null
+    keypoints[1] = [W + 3.0, 2.0, 0.5]  # outside the image -> null
+    return CaptureFrame(
+        width=W,
+        height=H,
+        image=image,
+        points=points if with_points else None,
+        normals=normals,
+        albedo=rng.uniform(0, 1, (H, W, 3)).astype(np.float32),
+        seg=rng.integers(0, 29, (H, W)),
+        mask=(rng.uniform(0, 1, (H, W)) > 0.5).astype(np.float32),
+        camera={"fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"},
+        people=[{"bbox": [1.0, 2.0, 30.0, 22.0], "bbox_source": "given", "keypoints": keypoints}],
+        models=[
+            {
+                "task": "pose",
+                "size": "custom",
+                "checkpoint": "/secret/dir/tiny.safetensors",
+                "sha256": "ab" * 32,
+            }
+        ],
+        pointmap_scale=0.85 if with_points else None,
+        source_name="/home/user/photo.jpg",
+    )
+
+
+def test_round_trip_all_layers(tmp_path: Path) -> None:
+    frame = _frame()
+    json_path = write_bundle(tmp_path, "shot", frame)
+    assert json_path == tmp_path / "shot.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shot.exr", "shot.json"]  # no temp files left
+    back = read_bundle(json_path)
+    assert (back.width, back.height) == (W, H)
+    np.testing.assert_allclose(back.image, frame.image / 255.0, atol=2e-3)
+    np.testing.assert_array_equal(back.points, frame.points)  # float32 is exact
+    np.testing.assert_allclose(back.normals, frame.normals, atol=1e-3)  # half
+    np.testing.assert_allclose(back.albedo, frame.albedo, atol=2e-3)
+    np.testing.assert_array_equal(back.seg, frame.seg)
+    np.testing.assert_array_equal(back.mask, frame.mask)
+    assert back.camera == {
+        "model": "pinhole",
+        "fx": 40.0,
+        "fy": 42.0,
+        "cx": 16.0,
+        "cy": 12.0,
+        "source": "pointmap",
+    }
+    assert back.pointmap_scale == pytest.approx(0.85)
+    assert back.source_name == "photo.jpg"  # no directories leak into the bundle
+    assert back.models[0]["checkpoint"] == "tiny.safetensors"
+    person = back.people[0]
+    np.testing.assert_allclose(person.keypoints, frame.people[0]["keypoints"], rtol=1e-6)
+    assert person.bbox == (1.0, 2.0, 30.0, 22.0) and person.bbox_source == "given"
+    # keypoints_3d: the point of the pixel containing each keypoint; null where background / outside
+    kp3d = person.keypoints_3d
+    assert kp3d.shape == (308, 3)
+    assert np.isnan(kp3d[0]).all() and np.isnan(kp3d[1]).all()
+    kp = frame.people[0]["keypoints"]
+    cols, rows = np.floor(kp[2:, 0]).astype(int), np.floor(kp[2:, 1]).astype(int)
+    np.testing.assert_allclose(kp3d[2:], frame.points[rows, cols], rtol=1e-6)
+
+
+def test_json_matches_contract(tmp_path: Path) -> None:
+    doc = json.loads(write_bundle(tmp_path, "c", _frame()).read_text(encoding="utf-8"))
+    assert doc["format"] == "sapiens2-capture" and doc["version"] == "1.0"
+    assert doc["exr"] == "c.exr" and doc["frame"] is None
+    assert doc["layers"] == ["rgba", "P", "N", "albedo", "seg", "mask"]
+    assert doc["conventions"]["camera_frame"] == "opencv" and doc["conventions"]["units"] == "meters"
+    assert len(doc["keypoint_names"]) == 308 and len(doc["skeleton"]) == 65 and len(doc["seg_classes"]) == 29
+    assert doc["seg_classes"][0] == {"id": 0, "name": "Background", "color_rgb": [50, 50, 50]}
+    person = doc["people"][0]
+    assert len(person["keypoints"]) == 308 and len(person["keypoints_3d"]) == 308
+    assert person["keypoints_3d"][0] is None and person["id"] == 0
+
+
+def test_second_reader_openexr_api(tmp_path: Path) -> None:
+    """Read the EXR with OpenEXR's own API: channel names, pixel types, row order and colour encoding."""
+    frame = _frame()
+    write_bundle(tmp_path, "shot", frame)
+    with OpenEXR.File(str(tmp_path / "shot.exr"), separate_channels=True) as exr:
+        header = dict(exr.header())  # must be read while the file is open
+        channels = {name: np.array(ch.pixels) for name, ch in exr.channels().items()}
+    assert header["compression"] == OpenEXR.ZIP_COMPRESSION
+    assert header["type"] == OpenEXR.scanlineimage
+    assert header["sapiens2Capture"] == "1.0"
+    expected = {
+        "R",
+        "G",
+        "B",
+        "A",
+        "P.X",
+        "P.Y",
+        "P.Z",
+        "N.X",
+        "N.Y",
+        "N.Z",
+        "albedo.R",
+        "albedo.G",
+        "albedo.B",
+    }
+    assert set(channels) == expected | {"seg", "mask"}
+    assert channels["P.X"].dtype == np.float32 and channels["seg"].dtype == np.float32
+    assert channels["N.Z"].dtype == np.float16 and channels["R"].dtype == np.float16
+    for i, axis in enumerate("XYZ"):  # catches non-contiguous views written as raw memory
+        np.testing.assert_array_equal(channels[f"P.{axis}"], frame.points[..., i])
+    # row 0 = top row; R is scene-linear
+    expected_r = srgb_to_linear(frame.image[..., 0] / 255.0)
+    np.testing.assert_allclose(channels["R"].astype(np.float32), expected_r, atol=1e-3)
+    np.testing.assert_array_equal(channels["A"], 1)
+
+
+def test_srgb_transfer_round_trip() -> None:
+    x = np.linspace(0, 1, 1001, dtype=np.float32)
+    np.testing.assert_allclose(linear_to_srgb(srgb_to_linear(x)), x, atol=1e-6)
+    assert srgb_to_linear(np.float32(0.5)) == pytest.approx(0.21404, abs=1e-4)
+
+
+def test_subset_of_layers_and_default_camera(tmp_path: Path) -> None:
+    frame = CaptureFrame(width=W, height=H, seg=np.zeros((H, W), np.int64), people=[])
+    back = read_bundle(write_bundle(tmp_path, "seg_only", frame))
+    assert back.image is None and back.points is None and back.seg is not None
+    assert back.camera["source"] == "default" and back.camera["fx"] == pytest.approx(1.2 * W)
+    assert back.camera["cx"] == W / 2 and back.camera["cy"] == H / 2
+    # no pointmap -> no keypoints_3d key at all
+    frame2 = _frame(with_points=False)
+    doc = json.loads(write_bundle(tmp_path, "nop", frame2).read_text(encoding="utf-8"))
+    assert "keypoints_3d" not in doc["people"][0]
+
+
+def test_sequence_round_trip(tmp_path: Path) -> None:
+    index = write_sequence(tmp_path, "walk", [_frame(0), _frame(1), _frame(2)], fps=30.0)
+    assert index.name == "walk.sequence.json"
+    assert (tmp_path / "walk_0003.exr").is_file()
+    seq = read_sequence(index)
+    assert seq.fps == 30.0 and seq.frame_numbers == [1, 2, 3] and len(seq) == 3
+    frames = list(seq)
+    assert [f.frame for f in frames] == [1, 2, 3]
+    np.testing.assert_array_equal(frames[2].seg, _frame(2).seg)
+
+
+def test_sanitize_name_blocks_traversal(tmp_path: Path) -> None:
+    assert sanitize_name("../../etc/passwd") == "passwd"
+    assert sanitize_name("..\\..\\evil name") == "evil_name"
+    assert sanitize_name(".hidden") == "hidden"
+    with pytest.raises(ValueError, match="no usable characters"):
+        sanitize_name("../..")
+    path = write_bundle(tmp_path / "out", "../escape", _frame())
+    assert path.parent == tmp_path / "out" and not (tmp_path / "escape.json").exists()
+
+
+# ------------------------------------------------------------------------------------------ bad input
+
+
+def test_newer_major_version_refused_newer_minor_accepted(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "v", _frame())
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["version"] = "1.7"
+    doc["new_optional_field"] = {"x": 1}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert read_bundle(path).version == "1.7"
+    doc["version"] = "2.0"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(BundleError, match=r"version 2\.0 was written by a newer"):
+        read_bundle(path)
+
+
+def test_corrupt_exr(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "c", _frame())
+    exr = tmp_path / "c.exr"
+    exr.write_bytes(exr.read_bytes()[:200])
+    with pytest.raises(BundleError, match=r"c\.exr: not a readable OpenEXR file"):
+        read_bundle(path)
+
+
+def test_missing_exr(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "m", _frame())
+    (tmp_path / "m.exr").unlink()
+    with pytest.raises(BundleError, match=r"EXR file 'm\.exr' is missing"):
+        read_bundle(path)
+
+
+def test_bad_json_and_wrong_format(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(BundleError, match=r"bad\.json: not valid JSON"):
+        read_bundle(bad)
+    bad.write_text(json.dumps({"format": "something-else", "version": "1.0"}), encoding="utf-8")
+    with pytest.raises(BundleError, match="expected 'sapiens2-capture'"):
+        read_bundle(bad)
+    with pytest.raises(BundleError, match="not found"):
+        read_bundle(tmp_path / "absent.json")
+
+
+def test_listed_layer_missing_in_exr(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "l", CaptureFrame(width=W, height=H, seg=np.zeros((H, W), np.int64)))
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["layers"].append("P")
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(BundleError, match=r"layer 'P' is listed .* missing"):
+        read_bundle(path)
+
+
+def test_exr_reference_cannot_escape_folder(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "e", _frame())
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["exr"] = "../e.exr"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(BundleError, match="plain file name"):
+        read_bundle(path)
+
+
+def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
+    frame = _frame()
+    frame.normals = np.zeros((H + 1, W, 3), np.float32)  # wrong shape
+    with pytest.raises(ValueError, match=r"normals has shape"):
+        write_bundle(tmp_path, "broken", frame)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sapiens2_studio.core.formats import bundle as bundle_mod
+
+    def failing_write(path, channels, attributes=None):
+        Path(path).write_bytes(b"half")  # simulate a crash after a partial write
+        raise OSError("disk full")
+
+    monkeypatch.setattr(bundle_mod, "write_exr", failing_write)
+    with pytest.raises(OSError, match="disk full"):
+        write_bundle(tmp_path, "crash", _frame())
+    assert list(tmp_path.iterdir()) == []
