@@ -1,0 +1,1 @@
+"""Command-line interface: `sapiens2 predict|download|info`."""

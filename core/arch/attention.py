@@ -1,0 +1,100 @@
+"""Grouped-query self-attention with per-head QK RMSNorm, RoPE and LayerScale.
+
+All attention maths goes through `attend()`, one function, so the backend choice (SDPA kernels, a plain math
+reference, head-dim padding for kernels that need a multiple of 8) stays in one place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .rope import apply_rope
+
+ATTENTION_BACKENDS = ("sdpa", "math")
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, *, backend: str = "sdpa", pad_head_dim_to: int = 0) -> Tensor:
+    """Softmax attention over (B, heads, N, D) tensors with the default 1/sqrt(D) scale.
+
+    `pad_head_dim_to`: zero-pad D up to a multiple of this (e.g. 8 for the 5B model's head_dim 76) so fused
+    kernels accept it; zero columns change neither q·k nor the attention-weighted v, and the scale stays 1/sqrt(D).
+    """
+    head_dim = q.shape[-1]
+    if backend == "math":
+        scores = (q.float() @ k.float().transpose(-2, -1)) * (head_dim**-0.5)
+        return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
+    if backend != "sdpa":
+        raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
+    pad = (-head_dim) % pad_head_dim_to if pad_head_dim_to else 0
+    if pad:
+        q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, scale=1.0 / math.sqrt(head_dim))
+        return out[..., :head_dim]
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+class LayerScale(nn.Module):
+    """Per-channel scale on the attention branch (key `attn.gamma.weight`)."""
+
+    def __init__(self, dim: int, *, device=None, dtype=None) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * self.weight
+
+
+class GroupedQueryAttention(nn.Module):
+    """q/k/v/proj linears with bias; `kv_heads < num_heads` shares each K/V head across a group of query heads."""
+
+    def __init__(
+        self,
+        dim: int,
+        *,
+        head_dim: int,
+        kv_heads: int,
+        qk_norm: bool,
+        layer_scale: bool,
+        eps: float = 1e-6,
+        device=None,
+        dtype=None,
+    ) -> None:
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.num_heads = dim // head_dim
+        self.kv_heads = kv_heads
+        self.head_dim = head_dim
+        self.wq = nn.Linear(dim, dim, **factory)
+        self.wk = nn.Linear(dim, kv_heads * head_dim, **factory)
+        self.wv = nn.Linear(dim, kv_heads * head_dim, **factory)
+        self.proj = nn.Linear(dim, dim, **factory)
+        self.q_norm = nn.RMSNorm(head_dim, eps=eps, **factory) if qk_norm else None
+        self.k_norm = nn.RMSNorm(head_dim, eps=eps, **factory) if qk_norm else None
+        self.gamma = LayerScale(dim, **factory) if layer_scale else None
+        self.backend = "sdpa"
+        self.pad_head_dim_to = 0
+
+    def _split(self, x: Tensor, heads: int) -> Tensor:
+        batch, tokens, _ = x.shape
+        return x.view(batch, tokens, heads, self.head_dim).transpose(1, 2)
+
+    def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
+        batch, tokens, dim = x.shape
+        q = self._split(self.wq(x), self.num_heads)
+        k = self._split(self.wk(x), self.kv_heads)
+        v = self._split(self.wv(x), self.kv_heads)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.kv_heads != self.num_heads:
+            group = self.num_heads // self.kv_heads
+            k = k.repeat_interleave(group, dim=1)
+            v = v.repeat_interleave(group, dim=1)
+        if rope is not None:
+            q, k = apply_rope(q, k, *rope)
+        out = attend(q, k, v, backend=self.backend, pad_head_dim_to=self.pad_head_dim_to)
+        out = self.proj(out.transpose(1, 2).reshape(batch, tokens, dim))
+        return self.gamma(out) if self.gamma is not None else out

@@ -1,0 +1,146 @@
+"""A whole Sapiens2 model: backbone plus (for task checkpoints) a `decode_head`, named as in the checkpoints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from .backbone import Sapiens2Backbone
+from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
+from .heads import DenseHead, HeatmapHead
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What a loaded model is, read from its weights: the public description other code and users see."""
+
+    size: str
+    task: str
+    embed_dim: int
+    depth: int
+    num_heads: int
+    head_dim: int
+    kv_heads: tuple[int, ...]
+    tokenizer_layers: int
+    patch_size: int
+    ffn_hidden: int
+    gqa_layers: tuple[int, ...]
+    num_parameters: int
+    # Only for the pointmap head: the input (H, W) its scale branch accepts, when it can be recovered.
+    fixed_input_size: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        gqa = f"layers {self.gqa_layers[0]}-{self.gqa_layers[-1]}" if self.gqa_layers else "none"
+        lines = [
+            f"Sapiens2 {self.size} {self.task}",
+            f"  embed_dim {self.embed_dim}, depth {self.depth}, heads {self.num_heads} x {self.head_dim}",
+            f"  GQA: {gqa} (kv heads {sorted(set(self.kv_heads))}), FFN hidden {self.ffn_hidden}",
+            f"  4K tokenizer layers: {self.tokenizer_layers}",
+            f"  parameters: {self.num_parameters:,}",
+        ]
+        if self.fixed_input_size:
+            lines.append(f"  fixed input size: {self.fixed_input_size[0]}x{self.fixed_input_size[1]}")
+        return "\n".join(lines)
+
+
+def build_head(cfg: ModelConfig, *, device=None, dtype=None) -> nn.Module | None:
+    if cfg.head is None:
+        return None
+    if isinstance(cfg.head, HeatmapHeadConfig):
+        return HeatmapHead(cfg.head, cfg.task, device=device, dtype=dtype)
+    if isinstance(cfg.head, DenseHeadConfig):
+        return DenseHead(cfg.head, cfg.task, device=device, dtype=dtype)
+    raise TypeError(f"unknown head config {type(cfg.head).__name__}")
+
+
+def _fixed_input_size(cfg: ModelConfig) -> tuple[int, int] | None:
+    """Recover the pointmap input size from the scale MLP width, assuming the released 4:3 (H:W) aspect."""
+    head = cfg.head
+    if not isinstance(head, DenseHeadConfig) or not head.scale_mlp or not head.scale_conv_channels:
+        return None
+    cells = head.scale_mlp[0] // head.scale_conv_channels[-1]
+    stride = cfg.backbone.patch_size * 2 ** len(head.scale_conv_channels)
+    if cfg.backbone.tokenizer_layers:
+        stride *= cfg.backbone.tokenizer_window
+    # cells = (H/stride) * (W/stride) with H:W = 4:3  ->  W/stride = sqrt(cells * 3 / 4)
+    for width_cells in range(1, cells + 1):
+        if cells % width_cells == 0 and (cells // width_cells) * 3 == width_cells * 4:
+            return (cells // width_cells * stride, width_cells * stride)
+    return None
+
+
+class Sapiens2Model(nn.Module):
+    """Callable on a normalised (B, 3, H, W) tensor; returns the task's raw outputs.
+
+    pretrain → featmap (B, C, H/16, W/16); pose → heatmaps (B, 308, H/4, W/4); seg → logits (B, 29, H, W);
+    normal / albedo → (B, 3, H, W); pointmap → (pointmap (B, 3, H, W), scale (B, 1)).
+    """
+
+    def __init__(self, cfg: ModelConfig, *, device=None, dtype=None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.backbone = Sapiens2Backbone(cfg.backbone, device=device, dtype=dtype)
+        head = build_head(cfg, device=device, dtype=dtype)
+        if head is not None:
+            self.decode_head = head
+
+    @property
+    def task(self) -> str:
+        return self.cfg.task
+
+    @property
+    def spec(self) -> ModelSpec:
+        bb = self.cfg.backbone
+        return ModelSpec(
+            size=bb.size_name,
+            task=self.cfg.task,
+            embed_dim=bb.embed_dim,
+            depth=bb.depth,
+            num_heads=bb.num_heads,
+            head_dim=bb.head_dim,
+            kv_heads=bb.kv_heads,
+            tokenizer_layers=bb.tokenizer_layers,
+            patch_size=bb.patch_size,
+            ffn_hidden=bb.ffn_hidden,
+            gqa_layers=bb.gqa_layers,
+            num_parameters=sum(p.numel() for p in self.parameters()),
+            fixed_input_size=_fixed_input_size(self.cfg),
+        )
+
+    @property
+    def device(self) -> torch.device:
+        return self.backbone.cls_token.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.backbone.cls_token.dtype
+
+    def forward_tokens(self, x: Tensor) -> Tensor:
+        """Raw backbone tokens (B, 9 + h*w, C) after the final norm, prefix tokens included."""
+        return self.backbone.forward_tokens(x)[0]
+
+    def forward(self, x: Tensor):
+        featmap = self.backbone(x)
+        if self.cfg.head is None:
+            return featmap
+        return self.decode_head(featmap)
+
+    def set_attention(self, backend: str = "sdpa", *, pad_head_dim_to: int = 0) -> None:
+        """Choose the attention backend for every block ("sdpa" or "math") and optional head-dim padding."""
+        from .attention import ATTENTION_BACKENDS
+
+        if backend not in ATTENTION_BACKENDS:
+            raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
+        for module in self.modules():
+            if hasattr(module, "pad_head_dim_to") and hasattr(module, "backend"):
+                module.backend = backend
+                module.pad_head_dim_to = pad_head_dim_to
+
+    def set_rope_dtype(self, rope_dtype: str) -> None:
+        """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
+        if rope_dtype not in ("bf16", "fp32"):
+            raise ValueError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
+        self.backbone.rope_embed.rope_dtype = rope_dtype
+        self.backbone.rope_embed._cache.clear()

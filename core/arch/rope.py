@@ -1,0 +1,87 @@
+"""2-axis rotary position embedding (DINOv3 style) as used by Sapiens2.
+
+Parity target: the released models compute coordinates, angles, sin and cos in bfloat16 and round q/k through
+bfloat16 before rotating them (`rope_dtype="bf16"`, the default).  The fp32 option keeps the stored bf16
+`periods` values and only changes the compute dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def rope_periods(head_dim: int, base: float = 100.0, device=None) -> Tensor:
+    """The `periods` buffer exactly as the released checkpoints store it (computed in bfloat16)."""
+    quarter = head_dim // 4
+    exponent = 2 * torch.arange(quarter, dtype=torch.bfloat16, device=device) / (head_dim // 2)
+    return base**exponent
+
+
+class RopeEmbedding(nn.Module):
+    """Produces (sin, cos) of shape (H*W, head_dim) for a patch grid; `periods` is a persistent buffer."""
+
+    def __init__(self, head_dim: int, *, base: float = 100.0, rope_dtype: str = "bf16", device=None) -> None:
+        super().__init__()
+        self.head_dim = head_dim
+        self.rope_dtype = rope_dtype
+        periods = torch.empty(head_dim // 4, dtype=torch.bfloat16, device=device)
+        if periods.device.type != "meta":
+            periods.copy_(rope_periods(head_dim, base, device=periods.device))
+        self.register_buffer("periods", periods, persistent=True)
+        self._cache: dict[tuple, tuple[Tensor, Tensor]] = {}
+
+    @property
+    def compute_dtype(self) -> torch.dtype:
+        return _DTYPES[self.rope_dtype]
+
+    def _apply(self, fn, recurse=True):  # device/dtype moves invalidate the sin/cos cache
+        self._cache.clear()
+        return super()._apply(fn, recurse)
+
+    def forward(self, *, height: int, width: int) -> tuple[Tensor, Tensor]:
+        key = (height, width, self.periods.device, self.rope_dtype)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        dtype = self.compute_dtype
+        device = self.periods.device
+        # Keep the op order of the reference: every step rounds to `dtype`.
+        coords_h = torch.arange(0.5, height, dtype=dtype, device=device) / height
+        coords_w = torch.arange(0.5, width, dtype=dtype, device=device) / width
+        coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
+        coords = 2.0 * coords - 1.0
+        periods = self.periods.to(dtype)
+        angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
+        angles = angles.flatten(1, 2).tile(2)
+        result = (torch.sin(angles), torch.cos(angles))
+        if not torch.compiler.is_compiling():
+            self._cache[key] = result
+        return result
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    first, second = x.chunk(2, dim=-1)
+    return torch.cat((-second, first), dim=-1)
+
+
+def apply_rope(q: Tensor, k: Tensor, sin: Tensor, cos: Tensor) -> tuple[Tensor, Tensor]:
+    """Rotate the last H*W tokens of q and k (B, heads, N, D); prefix tokens pass through.
+
+    Both tensors make a round trip through the RoPE dtype (all tokens, prefix included) as the reference does.
+    """
+    out_dtype = q.dtype
+    prefix = q.shape[-2] - sin.shape[-2]
+    q = q.to(sin.dtype)
+    k = k.to(sin.dtype)
+    q = torch.cat(
+        (q[..., :prefix, :], q[..., prefix:, :] * cos + rotate_half(q[..., prefix:, :]) * sin), dim=-2
+    )
+    k = torch.cat(
+        (k[..., :prefix, :], k[..., prefix:, :] * cos + rotate_half(k[..., prefix:, :]) * sin), dim=-2
+    )
+    return q.to(out_dtype), k.to(out_dtype)

@@ -1,0 +1,1 @@
+"""Package data: keypoint and class metadata of the released models."""

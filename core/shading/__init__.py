@@ -1,0 +1,1 @@
+"""Shading: relighting and normal-map convention conversions (pure tensor functions). Import submodules directly."""

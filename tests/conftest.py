@@ -1,0 +1,42 @@
+"""Shared test fixtures: where the shared reference fixtures live, tiny checkpoints written as real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("SAPIENS2_SHARED", REPO.parent / "shared"))
+PARITY = SHARED / "fixtures" / "parity"
+CHECKPOINT_KEYS = SHARED / "fixtures" / "checkpoint_keys"
+
+torch.set_num_threads(min(2, os.cpu_count() or 1))
+
+
+def need_shared(path: Path) -> Path:
+    if not path.exists():
+        pytest.skip(f"reference fixtures not found at {path} (set SAPIENS2_SHARED to the shared/ folder)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def parity_dir() -> Path:
+    return need_shared(PARITY)
+
+
+@pytest.fixture(scope="session")
+def checkpoint_keys_dir() -> Path:
+    return need_shared(CHECKPOINT_KEYS)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """One tiny official-layout .safetensors file per task (written once per session)."""
+    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+
+    folder = tmp_path_factory.mktemp("tiny_checkpoints")
+    tasks = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+    return {t: write_synthetic_checkpoint(folder / f"tiny_{t}.safetensors", task=t) for t in tasks}
