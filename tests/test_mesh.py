@@ -1,0 +1,140 @@
+"""PLY/GLB export of a pointmap: parsed back with small independent readers (struct/numpy)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sapiens2_studio.core.formats.mesh import pointmap_to_mesh, write_glb, write_mesh, write_ply
+
+H, W = 6, 8
+
+
+def _plane(depth: float = 2.0) -> np.ndarray:
+    u, v = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
+    z = np.full((H, W), depth, np.float32)
+    return np.stack([(u - W / 2) * z / 10, (v - H / 2) * z / 10, z], axis=-1).astype(np.float32)
+
+
+def _read_ply(path: Path) -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    data = path.read_bytes()
+    end = data.index(b"end_header\n") + len(b"end_header\n")
+    header = data[:end].decode("ascii").splitlines()
+    assert header[:2] == ["ply", "format binary_little_endian 1.0"]
+    counts, fields, current = {}, [], None
+    types = {"float": "<f4", "uchar": "u1", "int": "<i4"}
+    for line in header:
+        parts = line.split()
+        if parts[0] == "element":
+            current = parts[1]
+            counts[current] = int(parts[2])
+        elif parts[0] == "property" and current == "vertex":
+            fields.append((parts[2], types[parts[1]]))
+    vert_dtype = np.dtype(fields)
+    verts = np.frombuffer(data, vert_dtype, counts["vertex"], offset=end)
+    face_dtype = np.dtype([("n", "u1"), ("i", "<i4", (3,))])
+    faces = np.frombuffer(
+        data, face_dtype, counts["face"], offset=end + vert_dtype.itemsize * counts["vertex"]
+    )
+    assert end + vert_dtype.itemsize * counts["vertex"] + face_dtype.itemsize * counts["face"] == len(data)
+    assert (faces["n"] == 3).all()
+    return counts, verts, faces["i"]
+
+
+def _read_glb(path: Path) -> tuple[dict, dict[str, np.ndarray]]:
+    data = path.read_bytes()
+    magic, version, total = struct.unpack_from("<4sII", data, 0)
+    assert (magic, version, total) == (b"glTF", 2, len(data))
+    json_len, json_type = struct.unpack_from("<I4s", data, 12)
+    assert json_type == b"JSON" and json_len % 4 == 0
+    doc = json.loads(data[20 : 20 + json_len])
+    bin_len, bin_type = struct.unpack_from("<I4s", data, 20 + json_len)
+    assert bin_type == b"BIN\x00"
+    binary = data[28 + json_len : 28 + json_len + bin_len]
+    assert doc["buffers"][0]["byteLength"] == bin_len
+    comps = {5126: np.float32, 5125: np.uint32}
+    widths = {"SCALAR": 1, "VEC3": 3}
+    prim = doc["meshes"][0]["primitives"][0]
+    arrays = {}
+    for name, acc_index in [*prim["attributes"].items(), ("indices", prim["indices"])]:
+        acc = doc["accessors"][acc_index]
+        view = doc["bufferViews"][acc["bufferView"]]
+        arr = np.frombuffer(
+            binary, comps[acc["componentType"]], acc["count"] * widths[acc["type"]], view["byteOffset"]
+        )
+        arrays[name] = arr.reshape(acc["count"], widths[acc["type"]]) if acc["type"] != "SCALAR" else arr
+    return doc, arrays
+
+
+def test_plane_mesh_counts_and_winding() -> None:
+    mesh = pointmap_to_mesh(_plane())
+    assert mesh.vertices.shape == (H * W, 3)
+    assert mesh.faces.shape == (2 * (H - 1) * (W - 1), 3)
+    tri = mesh.vertices[mesh.faces.astype(np.int64)]
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    assert (normal[:, 2] < 0).all()  # facing the camera (−Z in OpenCV)
+
+
+def test_mask_invalid_and_discontinuity_filtering() -> None:
+    points = _plane()
+    points[:, W // 2 :, 2] = 4.0  # a depth step between columns 3 and 4
+    points[:, W // 2 :, :2] *= 2.0
+    points[0, 0] = 0.0  # invalid point
+    mask = np.ones((H, W), bool)
+    mask[H - 1, :] = False  # drop the last row
+    mesh = pointmap_to_mesh(points, mask=mask, max_edge_ratio=0.05)
+    assert len(mesh.vertices) == (H - 1) * W - 1
+    # quads: rows 0..H-3 (masked last row), columns split into two 4-wide halves (3 quads each), minus the
+    # triangle touching the invalid (0, 0) corner.
+    assert len(mesh.faces) == 2 * (H - 2) * 3 * 2 - 1
+    z = mesh.vertices[mesh.faces.astype(np.int64)][..., 2]
+    assert (z.max(axis=1) - z.min(axis=1) == 0).all()  # no triangle spans the step
+
+
+def test_ply_round_trip(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    colors = rng.integers(0, 256, (H, W, 3), dtype=np.uint8)
+    normals = np.zeros((H, W, 3), np.float32)
+    normals[..., 2] = -1
+    mesh = pointmap_to_mesh(_plane(), colors=colors, normals=normals)
+    path = write_ply(tmp_path / "m.ply", mesh)
+    counts, verts, faces = _read_ply(path)
+    assert counts == {"vertex": H * W, "face": 2 * (H - 1) * (W - 1)}
+    np.testing.assert_array_equal(np.stack([verts["x"], verts["y"], verts["z"]], 1), _plane().reshape(-1, 3))
+    np.testing.assert_array_equal(
+        np.stack([verts["red"], verts["green"], verts["blue"]], 1), colors.reshape(-1, 3)
+    )
+    np.testing.assert_array_equal(verts["nz"], -1)
+    np.testing.assert_array_equal(faces, mesh.faces)
+
+
+def test_glb_round_trip(tmp_path: Path) -> None:
+    colors = np.full((H, W, 3), 0.5, np.float32)  # sRGB 0.5 → linear 0.214
+    mesh = pointmap_to_mesh(_plane(), colors=colors)
+    doc, arrays = _read_glb(write_mesh(tmp_path / "m.glb", mesh))
+    assert doc["asset"]["version"] == "2.0"
+    expected = _plane().reshape(-1, 3) * np.array([1, -1, -1], np.float32)  # OpenCV → glTF
+    np.testing.assert_array_equal(arrays["POSITION"], expected)
+    acc = doc["accessors"][doc["meshes"][0]["primitives"][0]["attributes"]["POSITION"]]
+    np.testing.assert_allclose(acc["min"], expected.min(0))
+    np.testing.assert_allclose(acc["max"], expected.max(0))
+    np.testing.assert_allclose(arrays["COLOR_0"], 0.2140, atol=2e-3)
+    np.testing.assert_array_equal(arrays["indices"].reshape(-1, 3), mesh.faces)
+    # winding: glTF front faces are counter-clockwise seen from +Z (the viewer side)
+    tri = arrays["POSITION"][arrays["indices"].reshape(-1, 3).astype(np.int64)]
+    assert (np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])[:, 2] > 0).all()
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"points must be \(H, W, 3\)"):
+        pointmap_to_mesh(np.zeros((4, 4)))
+    with pytest.raises(ValueError, match="mask must be"):
+        pointmap_to_mesh(_plane(), mask=np.ones((2, 2), bool))
+    empty = pointmap_to_mesh(np.zeros((H, W, 3), np.float32))
+    with pytest.raises(ValueError, match="mesh is empty"):
+        write_glb(tmp_path / "e.glb", empty)
+    with pytest.raises(ValueError, match=r"use \.ply or \.glb"):
+        write_mesh(tmp_path / "m.obj", empty)
