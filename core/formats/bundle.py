@@ -34,6 +34,7 @@ __all__ = [
     "SequenceWriter",
     "default_camera",
     "frame_name",
+    "metadata_tables",
     "read_bundle",
     "read_sequence",
     "sanitize_name",
@@ -138,7 +139,8 @@ def _to_numpy(value: Any) -> np.ndarray:
 
 
 @lru_cache(maxsize=1)
-def _metadata() -> tuple[list[str], list[list[int]], list[dict[str, Any]]]:
+def metadata_tables() -> tuple[list[str], list[list[int]], list[dict[str, Any]]]:
+    """(keypoint names, skeleton links, seg classes) as written into every bundle."""
     kp = json.loads((_DATA_DIR / "keypoints308.json").read_text(encoding="utf-8"))
     seg = json.loads((_DATA_DIR / "seg29.json").read_text(encoding="utf-8"))
     return kp["keypoint_names"], [list(map(int, link)) for link in kp["skeleton_links"]], seg["classes"]
@@ -276,7 +278,7 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
 
 
 def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], layers: list[str]) -> dict:
-    names, skeleton, classes = _metadata()
+    names, skeleton, classes = metadata_tables()
     camera = dict(frame.camera) if frame.camera else default_camera(frame.width, frame.height)
     for key in ("fx", "fy", "cx", "cy"):
         if key not in camera:

@@ -1,0 +1,105 @@
+"""The CLI's one bridge to `core.pipeline`: run the loaded models on a batch and build capture frames.
+
+Kept apart from argument handling so the benchmark and tests can drive exactly what `predict` runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.formats.bundle import CaptureFrame, default_camera
+
+
+@dataclass
+class RunOptions:
+    flip_test: bool = False
+    with_previews: bool = True
+
+
+def _numpy(value: Any) -> np.ndarray:
+    if hasattr(value, "detach"):
+        value = value.detach().cpu()
+        if value.dtype.is_floating_point:
+            value = value.float()
+        value = value.numpy()
+    return np.asarray(value)
+
+
+def run_models(
+    models: dict[str, Any],
+    images: list[np.ndarray],
+    boxes: list[list[list[float]] | None],
+    options: RunOptions,
+) -> list[dict[str, Any]]:
+    """Task → result for every image (seg first, so pose can derive person boxes from it)."""
+    from ..core import pipeline
+
+    results: list[dict[str, Any]] = [{} for _ in images]
+    if "seg" in models:
+        for res, out in zip(results, pipeline.predict_seg(models["seg"].model, images)):
+            res["seg"] = out
+    if "pose" in models:
+        seg = [r.get("seg") for r in results] if "seg" in models else None
+        outs = pipeline.predict_pose(
+            models["pose"].model, images, boxes=boxes, seg=seg, flip_test=options.flip_test
+        )
+        for res, out in zip(results, outs):
+            res["pose"] = out
+    for task in ("normal", "albedo", "pointmap"):
+        if task in models:
+            predictor = getattr(pipeline, f"predict_{task}")
+            for res, out in zip(results, predictor(models[task].model, images)):
+                res[task] = out
+    return results
+
+
+def to_capture_frame(
+    image: np.ndarray, results: dict[str, Any], model_infos: list[dict[str, Any]], source_name: str | None
+) -> CaptureFrame:
+    """Typed results of one image → a CaptureFrame (background points zeroed with the seg mask when available)."""
+    height, width = image.shape[:2]
+    frame = CaptureFrame(width=width, height=height, image=image, source_name=source_name, models=model_infos)
+    mask = None
+    if "seg" in results:
+        frame.seg = _numpy(results["seg"].labels).astype(np.int64)
+        mask = frame.seg > 0
+        frame.mask = mask.astype(np.float32)
+    if "pose" in results:
+        frame.people = list(results["pose"].people)
+    if "normal" in results:
+        frame.normals = _numpy(results["normal"].normals).astype(np.float32)
+    if "albedo" in results:
+        frame.albedo = _numpy(results["albedo"].albedo).astype(np.float32)
+    if "pointmap" in results:
+        res = results["pointmap"]
+        points = _numpy(res.points).astype(np.float32)
+        if mask is not None:
+            points = np.where(mask[..., None], points, 0.0).astype(np.float32)
+        frame.points = points
+        frame.pointmap_scale = float(_numpy(res.scale).reshape(-1)[0])
+        fx, fy, cx, cy = (float(v) for v in _numpy(res.intrinsics).reshape(-1)[:4])
+        frame.camera = {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
+    else:
+        frame.camera = default_camera(width, height)
+    return frame
+
+
+def predict_frames(
+    models: dict[str, Any],
+    images: list[np.ndarray],
+    boxes: list[list[list[float]] | None],
+    sources: list[str],
+    options: RunOptions,
+) -> list[CaptureFrame]:
+    infos = [m.info for m in models.values()]
+    results = run_models(models, images, boxes, options)
+    return [to_capture_frame(img, res, infos, src) for img, res, src in zip(images, results, sources)]
+
+
+def make_smoother(fps: float) -> Callable[[CaptureFrame], None] | None:
+    """A per-sequence temporal filter applied to each frame in order (keypoints and pointmap scale)."""
+    raise NotImplementedError

@@ -1,0 +1,172 @@
+"""`sapiens2` command line: predict | download | info.
+
+Every expected failure (bad input, missing checkpoint, offline, wrong task) prints one line and exits non-zero;
+`--debug` shows the traceback instead. Heavy imports (torch, the models) happen inside the commands so that
+`sapiens2 --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+TASKS = ("pose", "seg", "normal", "albedo", "pointmap")
+SIZES = ("0.4b", "0.8b", "1b", "5b")
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+class UsageError(ValueError):
+    """The command line itself is wrong (unknown task, malformed --checkpoint, …)."""
+
+
+def parse_tasks(text: str) -> list[str]:
+    tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not tasks:
+        raise UsageError("--tasks is empty; choose from " + ",".join(TASKS))
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise UsageError(f"unknown task {unknown[0]!r} in --tasks; choose from {', '.join(TASKS)}")
+    return list(dict.fromkeys(tasks))
+
+
+def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for item in items or []:
+        task, sep, path = item.partition("=")
+        task = task.strip().lower()
+        if not sep or not path:
+            raise UsageError(f"--checkpoint expects TASK=PATH, got {item!r}")
+        if task not in TASKS:
+            raise UsageError(f"--checkpoint {item!r}: unknown task {task!r}; choose from {', '.join(TASKS)}")
+        overrides[task] = path
+    return overrides
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapiens2",
+        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
+        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
+    p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="TASK=PATH",
+        help="use this .safetensors file for TASK (any size, inferred from its shapes; overrides --size)",
+    )
+    p.add_argument(
+        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument(
+        "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
+    )
+    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass (default 1)")
+    p.add_argument("--flip-test", action="store_true", help="pose: average with the mirrored image (slower)")
+    p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
+    p.add_argument(
+        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
+    )
+    p.add_argument(
+        "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
+    )
+    p.add_argument(
+        "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
+    )
+    p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
+
+    d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
+    d.add_argument("--task", required=True, choices=(*TASKS, "pretrain"))
+    d.add_argument("--size", required=True, help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b")
+    d.add_argument(
+        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
+    )
+    d.add_argument("--force", action="store_true", help="download again even if the file exists")
+
+    i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
+    i.add_argument("checkpoint", help="path to a .safetensors file")
+    i.add_argument("--sha256", action="store_true", help="also hash the file")
+    return parser
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    from ..core.checkpoints import hub
+
+    ref = hub.checkpoint_ref(args.task, args.size, args.checkpoint_dir)
+    print(f"downloading {ref.filename} from {ref.page} …", file=sys.stderr)
+    path = hub.download_checkpoint(args.task, args.size, args.checkpoint_dir, force=args.force)
+    print(path)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..core import load_model
+
+    path = Path(args.checkpoint)
+    model = load_model(path, device="meta")
+    print(f"{path.name}: {path.stat().st_size / 1e9:.3f} GB")
+    print(model.spec.describe())
+    if args.sha256:
+        from ..core.checkpoints.hub import sha256_file
+
+        print(f"  sha256: {sha256_file(path)}")
+    return 0
+
+
+def _expected_errors() -> tuple[type[BaseException], ...]:
+    from ..core.checkpoints.errors import CheckpointError
+    from ..core.checkpoints.hub import HubError
+    from ..core.formats.bundle import BundleError
+    from ..core.formats.exr import ExrError
+    from .inputs import InputError
+
+    return (UsageError, InputError, HubError, CheckpointError, BundleError, ExrError, OSError, ValueError)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        if args.command == "predict":
+            from .predict import run_predict
+
+            return run_predict(args)
+        if args.command == "download":
+            return cmd_download(args)
+        return cmd_info(args)
+    except KeyboardInterrupt:
+        print("sapiens2: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        if isinstance(exc, UsageError):
+            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        if isinstance(exc, _expected_errors()):
+            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
+        else:
+            print(
+                f"sapiens2 {args.command}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
+                file=sys.stderr,
+            )
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

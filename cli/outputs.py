@@ -1,0 +1,97 @@
+"""Write one image's results: capture bundle + PNG previews + keypoints JSON, with nothing half-written left behind.
+
+Previews and the keypoints JSON go to temporary names first; the bundle is written atomically; only then are the
+temporary files renamed. If anything fails, every temporary file is removed, so an output folder only ever holds
+complete results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.formats.bundle import CaptureFrame, CapturePerson, write_bundle
+from . import previews
+
+KEYPOINTS_FORMAT = "sapiens2-keypoints"
+
+
+def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, np.ndarray]:
+    """Suffix → preview array for every layer the frame holds."""
+    out: dict[str, np.ndarray] = {}
+    mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
+    if frame.people or "pose" in {m.get("task") for m in frame.models}:
+        out["pose"] = previews.draw_pose(image, frame.people)
+    if frame.seg is not None:
+        out["seg"] = previews.seg_colors(frame.seg)
+    if frame.normals is not None:
+        out["normal"] = previews.normal_colors(frame.normals, mask)
+    if frame.points is not None:
+        out["depth"] = previews.depth_colors(np.asarray(frame.points)[..., 2], mask)
+    if frame.albedo is not None:
+        out["albedo"] = previews.srgb_uint8(frame.albedo)
+    return out
+
+
+def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
+    """A small JSON with just the 2D keypoints (for tools that do not want EXR)."""
+    from ..core.formats.bundle import metadata_tables
+
+    names, skeleton, _ = metadata_tables()
+    people = []
+    for index, raw in enumerate(frame.people):
+        person = CapturePerson.coerce(raw, index)
+        people.append(
+            {
+                "id": index,
+                "bbox": [round(float(v), 3) for v in person.bbox],
+                "bbox_source": person.bbox_source,
+                "keypoints": [
+                    [round(float(x), 3), round(float(y), 3), round(float(s), 4)]
+                    for x, y, s in person.keypoints
+                ],
+            }
+        )
+    return {
+        "format": KEYPOINTS_FORMAT,
+        "version": "1.0",
+        "name": name,
+        "frame": frame.frame,
+        "image": {"width": frame.width, "height": frame.height, "source": frame.source_name},
+        "people": people,
+        "keypoint_names": names,
+        "skeleton": skeleton,
+    }
+
+
+def write_frame_outputs(
+    folder: Path, name: str, frame: CaptureFrame, image: np.ndarray, *, with_previews: bool = True
+) -> Path:
+    """Write `<name>.exr/.json`, `<name>.<layer>.png` and `<name>.keypoints.json`; returns the bundle JSON path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    token = uuid.uuid4().hex[:8]
+    staged: list[tuple[Path, Path]] = []
+    try:
+        if with_previews:
+            for suffix, array in preview_images(frame, image).items():
+                tmp = folder / f".{name}.{suffix}.{token}.tmp.png"
+                previews.save_png(tmp, array)
+                staged.append((tmp, folder / f"{name}.{suffix}.png"))
+        if frame.people or any(m.get("task") == "pose" for m in frame.models):
+            tmp = folder / f".{name}.keypoints.{token}.tmp.json"
+            tmp.write_text(json.dumps(keypoints_document(frame, name)), encoding="utf-8")
+            staged.append((tmp, folder / f"{name}.keypoints.json"))
+        json_path = write_bundle(folder, name, frame)
+        for tmp, final in staged:
+            os.replace(tmp, final)
+        return json_path
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()

@@ -1,0 +1,250 @@
+"""`sapiens2 predict`: inputs → models → capture bundles, previews and keypoint JSON.
+
+Order of work: validate everything cheap first (tasks, inputs, boxes file, checkpoints) so that a typo fails in a
+second, not after a 5B model has loaded; then load each model once and stream images through them in batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.formats.bundle import SequenceWriter
+from .inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
+from .main import UsageError, parse_checkpoint_overrides, parse_tasks
+from .outputs import write_frame_outputs
+from .progress import Progress
+
+# Task order matters: seg runs first so pose can take person boxes from it and the dense layers can be masked.
+TASK_ORDER = ("seg", "pose", "normal", "albedo", "pointmap")
+
+
+@dataclass
+class LoadedModel:
+    task: str
+    model: Any
+    path: Path
+    info: dict[str, Any]  # bundle "models" entry: task, size, checkpoint, sha256
+
+
+def resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: CUDA is not available on this machine; use --device cpu")
+    if name != "cpu" and not name.startswith("cuda") and name != "mps":
+        raise UsageError(f"--device {name!r}: use cpu, cuda, cuda:N or auto")
+    return name
+
+
+def resolve_checkpoints(args: argparse.Namespace, tasks: list[str]) -> dict[str, Path]:
+    """TASK → checkpoint file: explicit --checkpoint first, else the official file (downloaded unless forbidden)."""
+    from ..core.checkpoints import hub
+
+    overrides = parse_checkpoint_overrides(args.checkpoint)
+    unused = sorted(set(overrides) - set(tasks))
+    if unused:
+        raise UsageError(
+            f"--checkpoint given for {', '.join(unused)}, which is not in --tasks {','.join(tasks)}"
+        )
+    paths: dict[str, Path] = {}
+    for task in tasks:
+        if task in overrides:
+            path = Path(overrides[task]).expanduser()
+            if not path.is_file():
+                raise InputError(f"--checkpoint {task}={path}: file not found")
+            paths[task] = path
+        else:
+            paths[task] = hub.ensure_checkpoint(
+                task, args.size, args.checkpoint_dir, allow_download=not args.no_download
+            )
+    return paths
+
+
+def load_models(paths: dict[str, Path], device: str, dtype: str, home: str | None) -> dict[str, LoadedModel]:
+    from ..core import load_model
+    from ..core.checkpoints.hub import file_sha256
+
+    models: dict[str, LoadedModel] = {}
+    for task in TASK_ORDER:
+        if task not in paths:
+            continue
+        path = paths[task]
+        model = load_model(path, device=device, dtype=dtype, task=task)
+        info = {
+            "task": task,
+            "size": model.spec.size,
+            "checkpoint": path.name,
+            "sha256": file_sha256(path, home),
+        }
+        models[task] = LoadedModel(task, model, path, info)
+    return models
+
+
+def read_boxes(path: str | None) -> dict[str, list[list[float]]] | list[list[float]] | None:
+    """Boxes file: a list of [x1, y1, x2, y2] for every image, or {image file name or stem: [[…], …]}."""
+    if path is None:
+        return None
+    file = Path(path)
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"--boxes {file}: file not found") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"--boxes {file}: not valid JSON ({exc})") from None
+
+    def check(boxes: Any, where: str) -> list[list[float]]:
+        try:
+            out = [[float(v) for v in box] for box in boxes]
+        except (TypeError, ValueError):
+            out = []
+        if not out and boxes != []:
+            raise InputError(f"--boxes {file}: {where} must be a list of [x1, y1, x2, y2] boxes")
+        for box in out:
+            if len(box) != 4 or box[2] <= box[0] or box[3] <= box[1]:
+                raise InputError(
+                    f"--boxes {file}: {where}: box {box} must be [x1, y1, x2, y2] with x2 > x1, y2 > y1"
+                )
+        return out
+
+    if isinstance(doc, list):
+        return check(doc, "the top-level list")
+    if isinstance(doc, dict):
+        return {str(k): check(v, f"entry {k!r}") for k, v in doc.items()}
+    raise InputError(f"--boxes {file}: expected a list of boxes or an object keyed by image name")
+
+
+def boxes_for(boxes: Any, source_name: str, frame_number: int | None = None) -> list[list[float]] | None:
+    if boxes is None:
+        return None
+    if isinstance(boxes, list):
+        return boxes
+    stem = Path(source_name).stem
+    keys = [source_name, stem]
+    if frame_number is not None:
+        keys = [f"{source_name}#{frame_number}", *keys]
+    for key in [*keys, "*"]:
+        if key in boxes:
+            return boxes[key]
+    return None
+
+
+def _chunks(items: list[Any], size: int) -> list[list[Any]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from . import engine
+
+    tasks = parse_tasks(args.tasks)
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    jobs = collect_inputs(args.inputs)
+    boxes = read_boxes(args.boxes)
+    device = resolve_device(args.device)
+    paths = resolve_checkpoints(args, tasks)
+    models = load_models(paths, device, args.dtype, args.checkpoint_dir)
+    out_dir = Path(args.out).expanduser()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    options = engine.RunOptions(flip_test=args.flip_test, with_previews=not args.no_previews)
+
+    singles = [job for job in jobs if isinstance(job, ImageJob)]
+    sequences = [job for job in jobs if isinstance(job, SequenceJob)]
+    total = len(singles) + sum(len(s.frames) for s in sequences if s.video is None)
+    progress = Progress(total if not any(s.video for s in sequences) else None)
+    failures: list[str] = []
+    written = 0
+    try:
+        for chunk in _chunks(singles, args.batch_size):
+            loaded = []
+            for job in chunk:
+                try:
+                    loaded.append((job, load_image(job.path)))
+                except InputError as exc:
+                    failures.append(str(exc))
+                    progress.update(1, job.name)
+            if not loaded:
+                continue
+            frames = engine.predict_frames(
+                models,
+                [image for _, image in loaded],
+                [boxes_for(boxes, job.path.name) for job, _ in loaded],
+                [job.path.name for job, _ in loaded],
+                options,
+            )
+            for (job, image), frame in zip(loaded, frames):
+                write_frame_outputs(out_dir, job.name, frame, image, with_previews=options.with_previews)
+                written += 1
+                progress.update(1, job.name)
+        for sequence in sequences:
+            written += _run_sequence(sequence, models, boxes, out_dir, args, options, progress)
+    finally:
+        progress.close()
+    for message in failures:
+        print(f"sapiens2 predict: error: {message}", file=sys.stderr)
+    print(f"sapiens2: wrote {written} result(s) to {out_dir}", file=sys.stderr)
+    if failures:
+        print(f"sapiens2 predict: {len(failures)} input(s) failed (see above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_sequence(
+    sequence: SequenceJob,
+    models: dict[str, LoadedModel],
+    boxes: Any,
+    out_dir: Path,
+    args: argparse.Namespace,
+    options: Any,
+    progress: Progress,
+) -> int:
+    """Process a sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded."""
+    from . import engine
+
+    folder = out_dir / sequence.name
+    fps = args.fps or sequence.fps
+    writer = SequenceWriter(folder, sequence.name, fps)
+    smoother = engine.make_smoother(fps) if args.smooth else None
+    buffer: list[tuple[str, np.ndarray]] = []
+    count = 0
+
+    def flush() -> None:
+        nonlocal count
+        if not buffer:
+            return
+        numbers = list(range(count + 1, count + len(buffer) + 1))
+        frames = engine.predict_frames(
+            models,
+            [image for _, image in buffer],
+            [boxes_for(boxes, src, n) for (src, _), n in zip(buffer, numbers)],
+            [src for src, _ in buffer],
+            options,
+        )
+        for (_src, image), frame, number in zip(buffer, frames, numbers):
+            if smoother is not None:
+                smoother(frame)
+            frame.frame = number
+            name = f"{sequence.name}_{number:04d}"
+            write_frame_outputs(folder, name, frame, image, with_previews=options.with_previews)
+            writer.entries.append({"frame": number, "json": f"{name}.json"})
+            progress.update(1, f"{sequence.name} #{number}")
+        count += len(buffer)
+        buffer.clear()
+
+    for source, image in sequence.iter_frames():
+        buffer.append((source, image))
+        if len(buffer) >= args.batch_size:
+            flush()
+    flush()
+    if count == 0:
+        raise InputError(f"{sequence.video or sequence.name}: no frames could be read")
+    writer.close()
+    return count
