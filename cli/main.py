@@ -116,7 +116,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     path = Path(args.checkpoint)
     model = load_model(path, device="meta")
-    print(f"{path.name}: {path.stat().st_size / 1e9:.3f} GB")
+    size = path.stat().st_size
+    print(f"{path.name}: {size / 1e9:.2f} GB" if size >= 1e8 else f"{path.name}: {size / 1e6:.2f} MB")
     print(model.spec.describe())
     if args.sha256:
         from ..core.checkpoints.hub import sha256_file
