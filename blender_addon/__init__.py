@@ -1,0 +1,26 @@
+"""Sapiens2 Capture importer: capture bundles (EXR + JSON) -> meshes, armatures and cameras.
+
+Layout: ``parse/`` reads and checks bundles and does the maths with numpy only (no ``bpy``); ``build/`` creates
+Blender data, one module per kind of object; ``ui/`` holds the thin operator, the panel and the file handler.
+Scripting API: ``build.scene.import_files(bpy.context, [path], parse.options.ImportOptions(...))``.
+The add-on needs neither torch nor the ``sapiens2_studio`` package.
+"""
+
+import bpy
+
+from .ui.operators import SAPIENS2_FH_capture, SAPIENS2_OT_import_capture, menu_import
+from .ui.panel import SAPIENS2_PT_capture
+
+classes = (SAPIENS2_OT_import_capture, SAPIENS2_FH_capture, SAPIENS2_PT_capture)
+
+
+def register() -> None:
+    for cls in classes:
+        bpy.utils.register_class(cls)
+    bpy.types.TOPBAR_MT_file_import.append(menu_import)
+
+
+def unregister() -> None:
+    bpy.types.TOPBAR_MT_file_import.remove(menu_import)
+    for cls in reversed(classes):
+        bpy.utils.unregister_class(cls)

@@ -1,0 +1,76 @@
+"""Camera object with the bundle's intrinsics, at the origin of the capture, with the image as background."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bpy
+import numpy as np
+from mathutils import Matrix
+
+from ..parse.axes import camera_rotation
+from ..parse.bundle import Capture
+from ..parse.camera_model import camera_settings
+from ..parse.options import ImportOptions
+from .tracking import CreatedData
+
+
+def apply_intrinsics(cam: bpy.types.Camera, scene: bpy.types.Scene, capture: Capture) -> None:
+    """Lens, sensor fit and shift on ``cam``; resolution and pixel aspect on ``scene`` (a pixel maps to itself)."""
+    c = capture.camera
+    s = camera_settings(c.fx, c.fy, c.cx, c.cy, capture.width, capture.height)
+    cam.type = "PERSP"
+    cam.sensor_fit = s.sensor_fit
+    cam.sensor_width = s.sensor_width
+    cam.sensor_height = s.sensor_height
+    cam.lens = s.lens
+    cam.shift_x = s.shift_x
+    cam.shift_y = s.shift_y
+    render = scene.render
+    render.resolution_x, render.resolution_y = s.resolution_x, s.resolution_y
+    render.resolution_percentage = 100
+    render.pixel_aspect_x, render.pixel_aspect_y = s.pixel_aspect_x, s.pixel_aspect_y
+
+
+def background_image(capture: Capture, created: CreatedData) -> bpy.types.Image | None:
+    """The source photo next to the bundle if it is there, else the EXR's colour layer, packed into the .blend."""
+    source = (capture.metadata.get("image") or {}).get("source")
+    if isinstance(source, str) and source and Path(source).name == source:
+        path = capture.json_path.parent / source
+        if path.is_file():
+            return created.add("images", bpy.data.images.load(str(path), check_existing=False))
+    rgb = capture.layers.get("rgb")
+    if rgb is None:
+        return None
+    h, w = rgb.shape[:2]
+    image = created.add(
+        "images", bpy.data.images.new(f"{capture.name} plate", w, h, alpha=True, float_buffer=True)
+    )
+    rgba = np.ones((h, w, 4), dtype=np.float32)
+    rgba[..., :3] = rgb
+    image.pixels.foreach_set(rgba[::-1].ravel())  # Blender stores rows bottom-to-top
+    image.pack()
+    return image
+
+
+def create_camera(
+    name: str, capture: Capture, options: ImportOptions, collection, scene, created: CreatedData
+) -> bpy.types.Object:
+    cam = created.add("cameras", bpy.data.cameras.new(name))
+    apply_intrinsics(cam, scene, capture)
+    cam.clip_start = 0.01 * options.global_scale
+    cam.clip_end = max(100.0, 1000.0 * options.global_scale)
+    obj = created.add("objects", bpy.data.objects.new(name, cam))
+    collection.objects.link(obj)
+    rotation = camera_rotation(options.up_axis)
+    obj.matrix_world = Matrix([*([*row, 0.0] for row in rotation.tolist()), [0.0, 0.0, 0.0, 1.0]])
+    if options.import_background:
+        image = background_image(capture, created)
+        if image is not None:
+            plate = cam.background_images.new()
+            plate.image = image
+            plate.alpha = 1.0
+            plate.frame_method = "FIT"
+            cam.show_background_images = True
+    scene.camera = obj  # the imported view becomes the render view
+    return obj

@@ -1,0 +1,266 @@
+"""Import orchestration: parse everything first, then build; on any failure remove what was built.
+
+``import_files`` is the scripting API behind the operator: ``import_files(bpy.context, [path], ImportOptions())``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bpy
+import numpy as np
+
+from ..parse.axes import convert_normals, convert_points
+from ..parse.bundle import Capture, Sequence, load_layers, read_any
+from ..parse.options import ImportOptions
+from ..parse.poses import fill_gaps, pose_channels, smooth_tracks
+from ..parse.skeleton import Hierarchy, bone_heads, bone_tails, build_hierarchy, joints_3d
+from .animation import keyframe_pose, keyframe_visibility
+from .armature import bone_scores, create_armature, rest_matrices
+from .camera import create_camera
+from .mesh import create_mesh_object, create_points_object
+from .tracking import CreatedData
+
+Progress = Callable[[float, str], None]
+
+
+@dataclass
+class ImportResult:
+    collections: list[bpy.types.Collection] = field(default_factory=list)
+    objects: list[bpy.types.Object] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _metadata(capture: Capture, frames: int = 1, fps: float | None = None) -> dict:
+    """Flat, ID-property-safe summary shown by the N-panel."""
+    meta = capture.metadata
+    cam = capture.camera
+    models = meta.get("models") or []
+    summary = {
+        "source": str(capture.json_path),
+        "name": capture.name,
+        "version": str(meta.get("version") or ""),
+        "width": capture.width,
+        "height": capture.height,
+        "fx": cam.fx,
+        "fy": cam.fy,
+        "cx": cam.cx,
+        "cy": cam.cy,
+        "camera_source": cam.source,
+        "people": len(capture.people),
+        "layers": ", ".join(meta.get("layers") or sorted(capture.layers)),
+        "models": json.dumps(models),
+        "frames": frames,
+    }
+    if meta.get("pointmap_scale") is not None:
+        summary["pointmap_scale"] = float(meta["pointmap_scale"])
+    if fps is not None:
+        summary["fps"] = float(fps)
+    return summary
+
+
+def _new_collection(context, name: str, created: CreatedData) -> bpy.types.Collection:
+    collection = created.add("collections", bpy.data.collections.new(name))
+    context.scene.collection.children.link(collection)
+    return collection
+
+
+def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: ImportOptions):
+    c = capture.camera
+    joints, _ = joints_3d(
+        person.keypoints,
+        person.keypoints_3d,
+        capture.layers.get("P"),
+        c.fx,
+        c.fy,
+        c.cx,
+        c.cy,
+        options.keypoint_depth,
+    )
+    return joints
+
+
+def _skeleton_pose(hierarchy: Hierarchy, joints_cv: np.ndarray, options: ImportOptions):
+    """Bone heads and tails in Blender's frame from OpenCV joints (K, 3)."""
+    heads = bone_heads(
+        hierarchy, convert_points(joints_cv, options.up_axis, options.global_scale).astype(np.float64)
+    )
+    toward_camera = convert_normals(np.array([0.0, 0.0, -1.0]), options.up_axis).astype(np.float64)
+    return heads, bone_tails(hierarchy, heads, toward_camera, unit=options.global_scale)
+
+
+def _tag(objects, collection) -> None:
+    for obj in objects:
+        obj["sapiens2_collection"] = collection.name
+
+
+def import_capture(
+    context,
+    capture: Capture,
+    options: ImportOptions,
+    created: CreatedData,
+    progress: Progress,
+    warnings: list[str],
+):
+    """Build one frame: camera, mesh, points and an armature per person in a new collection."""
+    needs_pixels = (
+        options.import_mesh or options.import_points or options.import_background or options.import_armatures
+    )
+    if needs_pixels:
+        load_layers(capture)
+    collection = _new_collection(context, f"Sapiens2 {capture.name}", created)
+    collection["sapiens2"] = _metadata(capture)
+    made = []
+    if options.import_camera:
+        made.append(
+            create_camera(f"{capture.name} camera", capture, options, collection, context.scene, created)
+        )
+    progress(0.2, "camera")
+    has_points = "P" in capture.layers
+    if (options.import_mesh or options.import_points) and not has_points:
+        warnings.append(f"{capture.json_path.name}: no pointmap layer (P.X/P.Y/P.Z), so no mesh or points.")
+    if options.import_mesh and has_points:
+        made.append(create_mesh_object(f"{capture.name} mesh", capture, options, collection, created))
+    progress(0.6, "mesh")
+    if options.import_points and has_points:
+        made.append(create_points_object(f"{capture.name} points", capture, options, collection, created))
+    progress(0.8, "points")
+    if options.import_armatures and capture.people:
+        hierarchy = build_hierarchy(capture.keypoint_names, capture.skeleton)
+        for person in capture.people:
+            heads, tails = _skeleton_pose(
+                hierarchy, _person_rest(capture, person, hierarchy, options), options
+            )
+            scores = bone_scores(hierarchy, person.keypoints[:, 2])
+            made.append(
+                create_armature(
+                    context,
+                    f"{capture.name} person {person.id}",
+                    hierarchy,
+                    heads,
+                    tails,
+                    scores,
+                    options.keypoint_threshold,
+                    collection,
+                    created,
+                )
+            )
+    _tag(made, collection)
+    return collection, made
+
+
+def import_sequence(
+    context,
+    sequence: Sequence,
+    options: ImportOptions,
+    created: CreatedData,
+    progress: Progress,
+    warnings: list[str],
+):
+    """Keyframed armatures (one per person id) over the sequence; optional per-frame meshes."""
+    first = sequence.frames[0]
+    frames = np.array([c.frame for c in sequence.frames], dtype=np.float32)
+    scene = context.scene
+    scene.frame_start, scene.frame_end = int(frames.min()), int(frames.max())
+    scene.render.fps = max(1, round(sequence.fps))
+    scene.render.fps_base = scene.render.fps / sequence.fps
+    collection = _new_collection(context, f"Sapiens2 {sequence.name}", created)
+    collection["sapiens2"] = _metadata(first, frames=len(frames), fps=sequence.fps)
+    made = []
+    if options.import_camera:
+        if options.import_background:
+            load_layers(first)
+        made.append(create_camera(f"{sequence.name} camera", first, options, collection, scene, created))
+    if options.import_mesh and options.mesh_per_frame:
+        for i, capture in enumerate(sequence.frames):
+            load_layers(capture)
+            if "P" not in capture.layers:
+                warnings.append(f"{capture.json_path.name}: no pointmap layer, so no mesh for this frame.")
+                continue
+            obj = create_mesh_object(
+                f"{sequence.name} mesh {capture.frame:04d}", capture, options, collection, created
+            )
+            keyframe_visibility(obj, capture.frame, scene.frame_start, scene.frame_end, created)
+            made.append(obj)
+            if capture is not first:
+                capture.layers = {}  # keep memory flat on long sequences
+            progress(0.7 * (i + 1) / len(sequence.frames), "meshes")
+    if options.import_armatures:
+        made.extend(_sequence_armatures(context, sequence, frames, options, collection, created))
+    progress(1.0, "armatures")
+    _tag(made, collection)
+    return collection, made
+
+
+def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOptions, collection, created):
+    names = sequence.frames[0].keypoint_names
+    hierarchy = build_hierarchy(names, sequence.frames[0].skeleton)
+    ids = sorted({p.id for c in sequence.frames for p in c.people})
+    num_k = len(names)
+    made = []
+    for person_id in ids:
+        tracks = np.zeros((len(frames), num_k, 3))
+        scores = np.zeros((len(frames), num_k))
+        seen = np.zeros((len(frames), num_k), dtype=bool)
+        for t, capture in enumerate(sequence.frames):
+            person = next((p for p in capture.people if p.id == person_id), None)
+            if person is None:
+                continue
+            tracks[t] = _person_rest(capture, person, hierarchy, options)
+            scores[t] = person.keypoints[:, 2]
+            seen[t] = True
+        present = np.nonzero(seen.any(axis=1))[0]
+        fallback = tracks[present[0]]
+        valid = seen & (scores >= options.keypoint_threshold)
+        tracks = smooth_tracks(fill_gaps(tracks, valid, fallback), options.smoothing)
+        poses = [_skeleton_pose(hierarchy, tracks[t], options) for t in range(len(frames))]
+        heads = np.stack([h for h, _ in poses])
+        tails = np.stack([t for _, t in poses])
+        bone_conf = bone_scores(hierarchy, scores)
+        rest_t = int(present[0])
+        obj = create_armature(
+            context,
+            f"{sequence.name} person {person_id}",
+            hierarchy,
+            heads[rest_t],
+            tails[rest_t],
+            bone_conf.max(axis=0),
+            options.keypoint_threshold,
+            collection,
+            created,
+        )
+        locations, quaternions = pose_channels(heads, tails, rest_matrices(obj, hierarchy), hierarchy.parent)
+        keyframe_pose(obj, hierarchy.names, frames, locations, quaternions, bone_conf, created)
+        made.append(obj)
+    return made
+
+
+def import_files(
+    context, paths: list[Path | str], options: ImportOptions, progress: Progress | None = None
+) -> ImportResult:
+    """Import frames and/or sequences. Every file is parsed and validated before anything is created, and a
+    failure while building removes everything this call created, so the scene is never left half-imported."""
+    options.validate()
+    report = progress or (lambda fraction, stage: None)
+    parsed = [read_any(Path(p), read_pixels=False) for p in paths]  # raises BundleError on any bad file
+    created = CreatedData()
+    result = ImportResult()
+    try:
+        for i, item in enumerate(parsed):
+
+            def step(fraction: float, stage: str, i=i) -> None:
+                report((i + fraction) / len(parsed), stage)
+
+            if isinstance(item, Sequence):
+                collection, made = import_sequence(context, item, options, created, step, result.warnings)
+            else:
+                collection, made = import_capture(context, item, options, created, step, result.warnings)
+            result.collections.append(collection)
+            result.objects.extend(made)
+    except BaseException:
+        created.remove_all()
+        raise
+    return result

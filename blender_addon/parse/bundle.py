@@ -1,0 +1,309 @@
+"""Read capture bundle v1 (one frame = ``<name>.json`` + ``<name>.exr``; a sequence = ``<name>.sequence.json``).
+
+The whole bundle is read and validated here, before any Blender data is created, so a bad file never leaves a
+half-built import behind. The reader follows the contract in ``docs/formats.md``: it refuses a newer major
+version and accepts newer minor versions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import BundleError
+from .exr import read_exr_channels
+
+FRAME_FORMAT = "sapiens2-capture"
+SEQUENCE_FORMAT = "sapiens2-capture-sequence"
+SUPPORTED_MAJOR = 1
+
+LAYER_CHANNELS = {
+    "rgb": ("R", "G", "B"),
+    "P": ("P.X", "P.Y", "P.Z"),
+    "N": ("N.X", "N.Y", "N.Z"),
+    "albedo": ("albedo.R", "albedo.G", "albedo.B"),
+}
+
+
+@dataclass
+class Camera:
+    """Pinhole intrinsics in image pixels, corner-origin (pixel centres at i + 0.5)."""
+
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    source: str = "default"
+
+
+@dataclass
+class Person:
+    id: int
+    bbox: tuple[float, float, float, float] | None
+    keypoints: np.ndarray  # (K, 3) x, y, score in image pixels
+    keypoints_3d: np.ndarray | None  # (K, 3) OpenCV camera frame metres, NaN where invalid
+
+
+@dataclass
+class Capture:
+    """One parsed frame: metadata, people and the EXR layers that were present."""
+
+    json_path: Path
+    name: str
+    width: int
+    height: int
+    camera: Camera
+    people: list[Person]
+    keypoint_names: list[str]
+    skeleton: list[tuple[int, int]]
+    seg_classes: list[dict[str, Any]]
+    metadata: dict[str, Any]
+    frame: int | None = None
+    exr_path: Path | None = None
+    layers: dict[str, np.ndarray] = field(
+        default_factory=dict
+    )  # "rgb","P","N","albedo": (H,W,3); "seg","mask","A","confidence": (H,W)
+
+
+@dataclass
+class Sequence:
+    path: Path
+    name: str
+    fps: float
+    frames: list[Capture]
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise BundleError(f"File not found: {path}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BundleError(f"{path.name} is not UTF-8 text; choose the bundle's .json file.") from exc
+    except json.JSONDecodeError as exc:
+        raise BundleError(
+            f"{path.name} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}). "
+            "The file is damaged; re-export the capture bundle."
+        ) from exc
+    if not isinstance(data, dict):
+        raise BundleError(
+            f"{path.name}: expected a JSON object at the top level, found {type(data).__name__}."
+        )
+    return data
+
+
+def _check_version(data: dict[str, Any], path: Path, expected_format: str) -> None:
+    fmt = data.get("format")
+    if fmt != expected_format:
+        raise BundleError(
+            f"{path.name} is not a Sapiens2 capture (format is {fmt!r}, expected {expected_format!r})."
+        )
+    version = str(data.get("version", ""))
+    try:
+        major = int(version.split(".")[0])
+    except ValueError as exc:
+        raise BundleError(f"{path.name}: version {version!r} is not of the form 'MAJOR.MINOR'.") from exc
+    if major > SUPPORTED_MAJOR:
+        raise BundleError(
+            f"{path.name} uses bundle version {version}, newer than this add-on supports "
+            f"({SUPPORTED_MAJOR}.x). Update the Sapiens2 Capture add-on."
+        )
+
+
+def _number(value: Any, what: str, path: Path) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise BundleError(f"{path.name}: {what} must be a finite number, found {value!r}.")
+    return float(value)
+
+
+def _safe_sibling(path: Path, name: Any) -> Path:
+    """The file ``name`` next to ``path``; bare file names only, so a bundle cannot point elsewhere."""
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name:
+        raise BundleError(f"{path.name}: file name {name!r} must be a bare file name in the same folder.")
+    return path.parent / name
+
+
+def _parse_camera(data: dict[str, Any], width: int, height: int, path: Path) -> Camera:
+    cam = data.get("camera")
+    if cam is None:
+        focal = max(width, height) * 1.2
+        return Camera(focal, focal, width / 2.0, height / 2.0, "default")
+    if not isinstance(cam, dict):
+        raise BundleError(f"{path.name}: 'camera' must be an object with fx, fy, cx, cy.")
+    values = {k: _number(cam.get(k), f"camera.{k}", path) for k in ("fx", "fy", "cx", "cy")}
+    if values["fx"] <= 0 or values["fy"] <= 0:
+        raise BundleError(
+            f"{path.name}: camera focal lengths must be positive, found fx={values['fx']}, fy={values['fy']}."
+        )
+    return Camera(source=str(cam.get("source", "user")), **values)
+
+
+def _parse_people(data: dict[str, Any], num_keypoints: int, path: Path) -> list[Person]:
+    people = []
+    for index, raw in enumerate(data.get("people") or []):
+        if not isinstance(raw, dict):
+            raise BundleError(f"{path.name}: people[{index}] must be an object.")
+        try:
+            kps = np.asarray(raw.get("keypoints", []), dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise BundleError(
+                f"{path.name}: people[{index}].keypoints must be rows of [x, y, score]."
+            ) from exc
+        if kps.ndim != 2 or kps.shape[1] != 3 or (num_keypoints and kps.shape[0] != num_keypoints):
+            raise BundleError(
+                f"{path.name}: people[{index}].keypoints has shape {kps.shape}, expected ({num_keypoints}, 3)."
+            )
+        kps3d = None
+        if raw.get("keypoints_3d") is not None:
+            rows = raw["keypoints_3d"]
+            if len(rows) != kps.shape[0]:
+                raise BundleError(
+                    f"{path.name}: people[{index}].keypoints_3d has {len(rows)} rows, expected {kps.shape[0]}."
+                )
+            kps3d = np.full((len(rows), 3), np.nan, dtype=np.float32)
+            for k, row in enumerate(rows):
+                if row is not None:
+                    kps3d[k] = row
+        bbox = raw.get("bbox")
+        people.append(
+            Person(
+                id=int(raw.get("id", index)),
+                bbox=tuple(float(v) for v in bbox) if bbox else None,
+                keypoints=kps,
+                keypoints_3d=kps3d,
+            )
+        )
+    return people
+
+
+def _stack(channels: dict[str, np.ndarray], names: tuple[str, ...]) -> np.ndarray | None:
+    if not all(n in channels for n in names):
+        return None
+    return np.stack([channels[n] for n in names], axis=-1)
+
+
+def _parse_layers(
+    channels: dict[str, np.ndarray], width: int, height: int, path: Path
+) -> dict[str, np.ndarray]:
+    for name, array in channels.items():
+        if array.shape != (height, width):
+            raise BundleError(
+                f"{path.name}: EXR channel {name!r} is {array.shape[1]}x{array.shape[0]} but the JSON says "
+                f"{width}x{height}. The EXR belongs to another capture."
+            )
+    layers: dict[str, np.ndarray] = {}
+    for layer, names in LAYER_CHANNELS.items():
+        stacked = _stack(channels, names)
+        if stacked is not None:
+            layers[layer] = stacked
+    for single in ("A", "seg", "mask", "confidence"):
+        if single in channels:
+            layers[single] = channels[single]
+    return layers
+
+
+def read_capture(
+    json_path: Path | str, *, read_pixels: bool = True, exr_backend: str | None = None
+) -> Capture:
+    """Parse and validate one frame; with ``read_pixels`` the EXR layers are loaded too."""
+    path = Path(json_path)
+    data = _load_json(path)
+    _check_version(data, path, FRAME_FORMAT)
+    image = data.get("image")
+    if not isinstance(image, dict):
+        raise BundleError(f"{path.name}: missing 'image' with width and height.")
+    width, height = image.get("width"), image.get("height")
+    if not isinstance(width, int) or not isinstance(height, int) or width <= 0 or height <= 0:
+        raise BundleError(
+            f"{path.name}: image width/height must be positive integers, found {width!r}x{height!r}."
+        )
+    names = data.get("keypoint_names") or []
+    skeleton_raw = data.get("skeleton") or []
+    try:
+        skeleton = [(int(a), int(b)) for a, b in skeleton_raw]
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"{path.name}: 'skeleton' must be a list of [i, j] index pairs.") from exc
+    if any(not (0 <= a < len(names) and 0 <= b < len(names)) for a, b in skeleton):
+        raise BundleError(f"{path.name}: a skeleton link points outside the {len(names)} keypoint names.")
+    people = _parse_people(data, len(names), path)
+    if people and not names:
+        raise BundleError(f"{path.name}: people are present but 'keypoint_names' is missing.")
+    exr_name = data.get("exr")
+    exr_path = _safe_sibling(path, exr_name) if exr_name else None
+    if exr_path is not None and not exr_path.is_file():
+        raise BundleError(
+            f"{path.name}: its EXR {exr_name!r} is missing from {path.parent}. Keep the .exr next to the .json."
+        )
+    frame = data.get("frame")
+    capture = Capture(
+        json_path=path,
+        name=str(data.get("name") or path.stem),
+        width=width,
+        height=height,
+        camera=_parse_camera(data, width, height, path),
+        people=people,
+        keypoint_names=[str(n) for n in names],
+        skeleton=skeleton,
+        seg_classes=list(data.get("seg_classes") or []),
+        metadata={
+            k: data.get(k) for k in ("version", "models", "pointmap_scale", "conventions", "image", "layers")
+        },
+        frame=int(frame) if isinstance(frame, int) else None,
+        exr_path=exr_path,
+    )
+    if read_pixels:
+        load_layers(capture, exr_backend)
+    return capture
+
+
+def load_layers(capture: Capture, exr_backend: str | None = None) -> Capture:
+    """Read the capture's EXR into ``capture.layers`` (a no-op for a bundle without an EXR)."""
+    if capture.exr_path is not None and not capture.layers:
+        channels = read_exr_channels(capture.exr_path, exr_backend)
+        capture.layers = _parse_layers(channels, capture.width, capture.height, capture.json_path)
+    return capture
+
+
+def read_sequence(path: Path | str, *, read_pixels: bool = True, exr_backend: str | None = None) -> Sequence:
+    """Parse a ``.sequence.json`` and every frame it lists, in order."""
+    path = Path(path)
+    data = _load_json(path)
+    _check_version(data, path, SEQUENCE_FORMAT)
+    entries = data.get("frames")
+    if not isinstance(entries, list) or not entries:
+        raise BundleError(f"{path.name}: 'frames' must be a non-empty list of {{frame, json}} entries.")
+    fps = _number(data.get("fps", 24.0), "fps", path)
+    frames = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise BundleError(
+                f"{path.name}: every entry of 'frames' must be an object with 'frame' and 'json'."
+            )
+        capture = read_capture(
+            _safe_sibling(path, entry.get("json")), read_pixels=read_pixels, exr_backend=exr_backend
+        )
+        capture.frame = int(entry.get("frame", len(frames) + 1))
+        if frames and len(capture.keypoint_names) != len(frames[0].keypoint_names):
+            raise BundleError(
+                f"{path.name}: frame {capture.frame} has {len(capture.keypoint_names)} keypoints but the first frame "
+                f"has {len(frames[0].keypoint_names)}; a sequence must use one keypoint set."
+            )
+        frames.append(capture)
+    name = path.name[: -len(".sequence.json")] if path.name.endswith(".sequence.json") else path.stem
+    return Sequence(path=path, name=name, fps=fps, frames=frames)
+
+
+def read_any(
+    path: Path | str, *, read_pixels: bool = True, exr_backend: str | None = None
+) -> Capture | Sequence:
+    """Read a frame or a sequence, chosen by the file's ``format`` field."""
+    path = Path(path)
+    data = _load_json(path)
+    if data.get("format") == SEQUENCE_FORMAT:
+        return read_sequence(path, read_pixels=read_pixels, exr_backend=exr_backend)
+    return read_capture(path, read_pixels=read_pixels, exr_backend=exr_backend)

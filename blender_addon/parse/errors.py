@@ -1,0 +1,5 @@
+"""The one error type the importer reports to the user (operators catch it, report it, and cancel)."""
+
+
+class BundleError(Exception):
+    """A capture bundle cannot be imported; the message names the problem and the fix."""

@@ -1,0 +1,1 @@
+"""Operators, panels and the drag-and-drop file handler."""
