@@ -1,0 +1,217 @@
+"""Turn what users hand us (numpy arrays, PIL images, ComfyUI tensors) into RGB float tensors in 0–255 units.
+
+Why 0–255: the released models normalise with ImageNet statistics expressed in 8-bit units, and the reference
+pipelines resample the *uint8* image. We keep a per-image ``quantized`` flag so the resamplers can round back
+to integers exactly where the reference does (8-bit sources) and keep full precision otherwise (16-bit, float).
+Conversion is lazy (per chunk) so a long ComfyUI batch never sits on the GPU all at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+AlphaMode = Literal["composite", "drop"]
+
+
+class ImageInputError(ValueError):
+    """An input image has a shape, dtype or mode we cannot interpret."""
+
+
+@dataclass
+class PreparedImage:
+    """One image as a (3, H, W) float32 tensor in 0–255 units (RGB)."""
+
+    pixels: Tensor
+    quantized: bool  # True when the source was 8-bit: resampled values are rounded like cv2 does on uint8
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(W, H)."""
+        return int(self.pixels.shape[2]), int(self.pixels.shape[1])
+
+
+def _composite(rgb: np.ndarray, alpha: np.ndarray, alpha_mode: AlphaMode, background: float) -> np.ndarray:
+    if alpha_mode == "drop":
+        return rgb
+    a = alpha.astype(np.float32)[..., None]
+    return rgb.astype(np.float32) * a + background * (1.0 - a)
+
+
+def _from_numpy(arr: np.ndarray, index: int, alpha_mode: AlphaMode) -> tuple[np.ndarray, bool]:
+    """Return (H, W, 3) float32 in 0–255 and whether the source was 8-bit."""
+    if arr.ndim == 2:
+        arr = arr[..., None]
+    if arr.ndim != 3 or arr.shape[2] not in (1, 2, 3, 4):
+        raise ImageInputError(
+            f"image {index}: expected an H×W×3 (or H×W, H×W×1, H×W×4) array, got shape {tuple(arr.shape)}; "
+            "pass images channel-last in RGB order"
+        )
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ImageInputError(f"image {index}: empty image of shape {tuple(arr.shape)}")
+    if arr.dtype == np.uint8:
+        scale, quantized = 1.0, True
+    elif arr.dtype == np.uint16:
+        scale, quantized = 255.0 / 65535.0, False
+    elif arr.dtype in (np.float16, np.float32, np.float64):
+        finite_max = float(np.nanmax(arr)) if arr.size else 0.0
+        if finite_max > 1.5:
+            raise ImageInputError(
+                f"image {index}: float images must hold values in 0..1, found a maximum of {finite_max:g}; "
+                "pass uint8 data or divide by 255 first"
+            )
+        scale, quantized = 255.0, False
+    elif arr.dtype == bool:
+        scale, quantized = 255.0, True
+    else:
+        raise ImageInputError(
+            f"image {index}: unsupported dtype {arr.dtype}; use uint8, uint16 or float in 0..1"
+        )
+    data = np.nan_to_num(arr.astype(np.float32) * np.float32(scale), nan=0.0)
+    channels = data.shape[2]
+    if channels == 1:
+        data = np.repeat(data, 3, axis=2)
+    elif channels == 2:  # grey + alpha
+        data = _composite(np.repeat(data[..., :1], 3, axis=2), data[..., 1] / 255.0, alpha_mode, 0.0)
+    elif channels == 4:
+        data = _composite(data[..., :3], data[..., 3] / 255.0, alpha_mode, 0.0)
+    if channels in (2, 4) and alpha_mode == "composite":
+        quantized = False
+    return np.clip(data, 0.0, 255.0), quantized
+
+
+def _from_pil(img: Any, index: int, alpha_mode: AlphaMode) -> tuple[np.ndarray, bool]:
+    mode = img.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I;16N"):
+        return _from_numpy(np.asarray(img, dtype=np.uint16), index, alpha_mode)
+    if mode == "I":
+        arr = np.asarray(img, dtype=np.int64)
+        high = int(arr.max()) if arr.size else 0
+        if high > 255:
+            return _from_numpy(np.clip(arr, 0, 65535).astype(np.uint16), index, alpha_mode)
+        return _from_numpy(np.clip(arr, 0, 255).astype(np.uint8), index, alpha_mode)
+    if mode == "F":
+        arr = np.asarray(img, dtype=np.float32)
+        if arr.size and float(arr.max()) > 1.5:
+            arr = arr / 255.0
+        return _from_numpy(arr, index, alpha_mode)
+    if mode == "P":
+        img = img.convert("RGBA" if "transparency" in img.info else "RGB")
+    elif mode in ("PA", "La") or mode == "RGBa":
+        img = img.convert("RGBA")
+    elif mode not in ("RGB", "RGBA", "L", "LA"):
+        img = img.convert("RGB")  # 1, CMYK, YCbCr, LAB, HSV …
+    return _from_numpy(np.asarray(img), index, alpha_mode)
+
+
+def _is_pil(obj: Any) -> bool:
+    return type(obj).__module__.startswith("PIL.") and hasattr(obj, "mode") and hasattr(obj, "size")
+
+
+class ImageSource:
+    """A lazily converted list of images: a list/tuple of arrays/PIL images, or a (B,H,W,C) tensor/array.
+
+    ComfyUI IMAGE tensors are (B, H, W, C) float in 0..1; they are sliced per chunk and moved to the device
+    only when needed.
+    """
+
+    def __init__(self, images: Any, *, alpha: AlphaMode = "composite") -> None:
+        if alpha not in ("composite", "drop"):
+            raise ValueError(f"alpha must be 'composite' or 'drop', got {alpha!r}")
+        self.alpha: AlphaMode = alpha
+        if isinstance(images, Tensor):
+            if images.ndim == 3:
+                images = images.unsqueeze(0)
+            if images.ndim != 4 or images.shape[-1] not in (1, 3, 4):
+                raise ImageInputError(
+                    f"expected a (B, H, W, C) image tensor (ComfyUI IMAGE layout), got shape {tuple(images.shape)}"
+                )
+            self._batch: Tensor | None = images
+            self._items: Sequence[Any] = ()
+        elif isinstance(images, np.ndarray) and images.ndim == 4:
+            self._batch = torch.from_numpy(np.ascontiguousarray(images))
+            self._items = ()
+        elif isinstance(images, np.ndarray) or _is_pil(images):
+            self._batch, self._items = None, [images]
+        elif isinstance(images, Sequence) and not isinstance(images, (str, bytes)):
+            self._batch, self._items = None, list(images)
+        else:
+            raise ImageInputError(
+                f"unsupported image container {type(images).__name__}; pass a list of H×W×3 arrays or PIL "
+                "images, or a (B, H, W, 3) tensor"
+            )
+        if len(self) == 0:
+            raise ImageInputError("no images given")
+
+    def __len__(self) -> int:
+        return int(self._batch.shape[0]) if self._batch is not None else len(self._items)
+
+    def _tensor_item(self, i: int, device: torch.device) -> PreparedImage:
+        assert self._batch is not None
+        item = self._batch[i]
+        if item.dtype == torch.uint8:
+            x = item.to(device=device, dtype=torch.float32)
+            quantized = True
+        else:
+            x = item.to(device=device, dtype=torch.float32)
+            high = float(x.max()) if x.numel() else 0.0
+            if high > 1.5:
+                raise ImageInputError(
+                    f"image {i}: float image tensors must hold values in 0..1 (ComfyUI IMAGE), found {high:g}"
+                )
+            x = x * 255.0
+            quantized = False
+        channels = x.shape[-1]
+        if channels == 1:
+            x = x.expand(*x.shape[:-1], 3)
+        elif channels == 4:
+            if self.alpha == "composite":
+                x = x[..., :3] * (x[..., 3:] / 255.0)
+                quantized = False
+            else:
+                x = x[..., :3]
+        x = torch.nan_to_num(x, nan=0.0).clamp_(0.0, 255.0)
+        return PreparedImage(x.permute(2, 0, 1).contiguous(), quantized)
+
+    def get(self, i: int, device: torch.device | str = "cpu") -> PreparedImage:
+        device = torch.device(device)
+        if self._batch is not None:
+            return self._tensor_item(i, device)
+        item = self._items[i]
+        if isinstance(item, Tensor):
+            arr = item.detach().cpu().numpy()
+        elif _is_pil(item):
+            data, quantized = _from_pil(item, i, self.alpha)
+            return PreparedImage(torch.from_numpy(data).to(device).permute(2, 0, 1).contiguous(), quantized)
+        elif isinstance(item, np.ndarray):
+            arr = item
+        else:
+            raise ImageInputError(
+                f"image {i}: unsupported type {type(item).__name__}; use an H×W×3 numpy array or a PIL image"
+            )
+        data, quantized = _from_numpy(arr, i, self.alpha)
+        return PreparedImage(torch.from_numpy(data).to(device).permute(2, 0, 1).contiguous(), quantized)
+
+    def size(self, i: int) -> tuple[int, int]:
+        """(W, H) of image i without converting it."""
+        if self._batch is not None:
+            return int(self._batch.shape[2]), int(self._batch.shape[1])
+        item = self._items[i]
+        if _is_pil(item):
+            return int(item.size[0]), int(item.size[1])
+        shape = tuple(item.shape)
+        if len(shape) < 2:
+            raise ImageInputError(f"image {i}: expected an H×W×3 array, got shape {shape}")
+        return int(shape[1]), int(shape[0])
+
+
+def prepare_image(
+    image: Any, device: torch.device | str = "cpu", *, alpha: AlphaMode = "composite"
+) -> PreparedImage:
+    """Convert one image (numpy, PIL or (H, W, C) tensor) to a `PreparedImage`."""
+    return ImageSource([image], alpha=alpha).get(0, device)

@@ -1,0 +1,91 @@
+"""Network outputs → maps at the original image resolution (seg labels, unit normals, albedo, metric points).
+
+All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg: stretched; dense: resized
+and padded, described by a `DenseLayout`) and work on the tensor's device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .preprocess import NET_W, DenseLayout
+
+
+def _bilinear(x: Tensor, size_hw: tuple[int, int]) -> Tensor:
+    if tuple(x.shape[-2:]) == tuple(size_hw):
+        return x
+    return F.interpolate(x, size=size_hw, mode="bilinear", align_corners=False)
+
+
+def seg_to_labels(
+    logits: Tensor, size_wh: tuple[int, int], *, keep_logits: bool = False
+) -> tuple[Tensor, Tensor | None]:
+    """(1, 29, h, w) logits → (H, W) int64 labels: bilinear resize of the logits (align_corners False), argmax."""
+    width, height = size_wh
+    resized = _bilinear(logits.to(torch.float32), (height, width))
+    labels = resized.argmax(dim=1)[0]
+    return labels, (resized[0] if keep_logits else None)
+
+
+def uncrop(x: Tensor, layout: DenseLayout) -> Tensor:
+    """Cut the padding off a (B, C, 1024, 768) dense output and bilinear-resize it to the original size."""
+    x0, y0, x1, y1 = layout.content_box
+    width, height = layout.image_size
+    return _bilinear(x[..., y0:y1, x0:x1], (height, width))
+
+
+def unit_normals(x: Tensor, eps: float = 1e-8) -> Tensor:
+    """n / max(‖n‖, eps) over the channel axis (dim −3)."""
+    return x / x.norm(dim=-3, keepdim=True).clamp(min=eps)
+
+
+def normals_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
+    """Raw normal output → (B, 3, H, W) unit normals at the original size.
+
+    Normalised at network resolution (as the reference), then cropped and resized, then normalised again so
+    every pixel stays a unit vector (the reference skips the second step; resizing shortens vectors at edges).
+    """
+    return unit_normals(uncrop(unit_normals(raw.to(torch.float32)), layout))
+
+
+def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
+    """Raw albedo output → (B, 3, H, W) in [0, 1] at the original size (clamped after the resize)."""
+    return uncrop(raw.to(torch.float32), layout).clamp(0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class Intrinsics:
+    """Pinhole intrinsics in original-image pixels, corner-origin pixel frame."""
+
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+
+    def as_tuple(self) -> tuple[float, float, float, float]:
+        return (self.fx, self.fy, self.cx, self.cy)
+
+
+def pointmap_intrinsics(
+    scale: float, layout: DenseLayout, canonical_focal: float = float(NET_W)
+) -> Intrinsics:
+    """Focal length implied by the predicted scale: fx_input = 768 / scale at network resolution, and
+    fx_original = fx_input / r with r = min(768 / W, 1024 / H). The principal point is not predicted: the
+    image centre (W/2, H/2)."""
+    if not scale > 0:
+        raise ValueError(f"the predicted pointmap scale must be positive to give a focal length, got {scale}")
+    fx_input = canonical_focal / scale
+    focal = fx_input / layout.scale
+    width, height = layout.image_size
+    return Intrinsics(focal, focal, width / 2.0, height / 2.0)
+
+
+def pointmap_to_image(raw: Tensor, scale: Tensor, layout: DenseLayout) -> Tensor:
+    """Canonical pointmap (B, 3, h, w) and scale (B, 1) → metric XYZ (B, 3, H, W) (divided by the scale,
+    per image — the reference's demo only got this right for batch 1)."""
+    metric = raw.to(torch.float32) / scale.to(torch.float32).reshape(-1, 1, 1, 1)
+    return uncrop(metric, layout)

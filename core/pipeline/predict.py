@@ -1,0 +1,308 @@
+"""Predictors: a loaded model + images → one typed result per image.
+
+Every predictor processes images in chunks of `batch_size` under `torch.inference_mode()`, on the model's
+device and dtype, calls `progress(done, total)` after each chunk and `should_stop()` before each forward pass
+(ComfyUI interrupts: return True, or raise your own exception, to stop), and refuses a model of another task.
+Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or a (B, H, W, 3) float tensor in
+0..1 (ComfyUI IMAGE). Results live on `output_device` (CPU by default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .boxes import boxes_for_image
+from .images import AlphaMode, ImageSource
+from .metadata import flip_indices
+from .pose_decode import average_flip, crop_to_image, decode_heatmaps
+from .postprocess import (
+    albedo_to_image,
+    normals_to_image,
+    pointmap_intrinsics,
+    pointmap_to_image,
+    seg_to_labels,
+)
+from .preprocess import (
+    NET_H,
+    NET_W,
+    normalize,
+    pose_crop,
+    preprocess_dense,
+    preprocess_pose_crop,
+    preprocess_seg,
+)
+from .results import (
+    AlbedoResult,
+    NormalResult,
+    PersonPose,
+    PointmapResult,
+    PoseResult,
+    SegResult,
+)
+
+ProgressFn = Callable[[int, int], Any]
+StopFn = Callable[[], Any]
+
+
+class TaskMismatchError(ValueError):
+    """The model was trained for another task than the predictor needs."""
+
+
+class PredictionInterrupted(RuntimeError):
+    """`should_stop()` asked the predictor to stop."""
+
+
+def _check_task(model: Any, task: str) -> None:
+    got = getattr(model, "task", None)
+    if got != task:
+        raise TaskMismatchError(
+            f"this is a {task} predictor but the model is a {got!r} model; load a Sapiens2 {task} checkpoint "
+            f"(e.g. sapiens2_1b_{task}.safetensors) or call predict_{got}()"
+        )
+
+
+def _forward(model: Any, batch: Tensor, should_stop: StopFn | None) -> Any:
+    if should_stop is not None and should_stop():
+        raise PredictionInterrupted("prediction stopped by request")
+    return model(normalize(batch).to(dtype=model.dtype))
+
+
+def _chunks(total: int, size: int) -> list[range]:
+    if size < 1:
+        raise ValueError(f"batch_size must be ≥ 1, got {size}")
+    return [range(s, min(s + size, total)) for s in range(0, total, size)]
+
+
+def _masks(seg: Sequence[Any] | None, count: int) -> list[Tensor | None]:
+    if seg is None:
+        return [None] * count
+    if len(seg) != count:
+        raise ValueError(f"got {len(seg)} segmentation results for {count} images; pass one per image")
+    return [s.foreground() if isinstance(s, SegResult) else torch.as_tensor(s).bool() for s in seg]
+
+
+def predict_seg(
+    model: Any,
+    images: Any,
+    *,
+    batch_size: int = 4,
+    keep_logits: bool = False,
+    output_device: str | torch.device = "cpu",
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    alpha: AlphaMode = "composite",
+) -> list[SegResult]:
+    """29-class body-part segmentation at the original resolution."""
+    _check_task(model, "seg")
+    source = ImageSource(images, alpha=alpha)
+    results: list[SegResult] = []
+    with torch.inference_mode():
+        for chunk in _chunks(len(source), batch_size):
+            prepared = [source.get(i, model.device) for i in chunk]
+            batch = torch.stack([preprocess_seg(p.pixels, quantize=p.quantized) for p in prepared])
+            logits = _forward(model, batch, should_stop).to(torch.float32)
+            for j, p in enumerate(prepared):
+                labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
+                results.append(
+                    SegResult(labels.to(output_device), None if full is None else full.to(output_device))
+                )
+            if progress is not None:
+                progress(len(results), len(source))
+    return results
+
+
+def _predict_dense(model, images, task, batch_size, progress, should_stop, alpha, finish):
+    _check_task(model, task)
+    source = ImageSource(images, alpha=alpha)
+    done = 0
+    with torch.inference_mode():
+        for chunk in _chunks(len(source), batch_size):
+            prepared = [source.get(i, model.device) for i in chunk]
+            staged = [preprocess_dense(p.pixels, quantize=p.quantized) for p in prepared]
+            out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
+            for j, (_, layout) in enumerate(staged):
+                finish(chunk[j], out, j, layout)
+            done += len(chunk)
+            if progress is not None:
+                progress(done, len(source))
+    return len(source)
+
+
+def predict_normal(
+    model: Any,
+    images: Any,
+    *,
+    batch_size: int = 2,
+    seg: Sequence[Any] | None = None,
+    output_device: str | torch.device = "cpu",
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    alpha: AlphaMode = "composite",
+) -> list[NormalResult]:
+    """Unit surface normals (H, W, 3), OpenCV camera frame; `seg` (one SegResult per image) adds a mask."""
+    out: list[NormalResult] = []
+
+    def finish(index, raw, j, layout):
+        n = normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0)
+        out.append(NormalResult(n.to(output_device), None))
+
+    total = _predict_dense(model, images, "normal", batch_size, progress, should_stop, alpha, finish)
+    for r, m in zip(out, _masks(seg, total)):
+        r.mask = None if m is None else m.to(output_device)
+    return out
+
+
+def predict_albedo(
+    model: Any,
+    images: Any,
+    *,
+    batch_size: int = 2,
+    seg: Sequence[Any] | None = None,
+    output_device: str | torch.device = "cpu",
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    alpha: AlphaMode = "composite",
+) -> list[AlbedoResult]:
+    """Albedo (H, W, 3) in [0, 1], sRGB-encoded as the model predicts it."""
+    out: list[AlbedoResult] = []
+
+    def finish(index, raw, j, layout):
+        a = albedo_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0)
+        out.append(AlbedoResult(a.to(output_device), None))
+
+    total = _predict_dense(model, images, "albedo", batch_size, progress, should_stop, alpha, finish)
+    for r, m in zip(out, _masks(seg, total)):
+        r.mask = None if m is None else m.to(output_device)
+    return out
+
+
+def predict_pointmap(
+    model: Any,
+    images: Any,
+    *,
+    batch_size: int = 2,
+    seg: Sequence[Any] | None = None,
+    output_device: str | torch.device = "cpu",
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    alpha: AlphaMode = "composite",
+) -> list[PointmapResult]:
+    """Metric XYZ (H, W, 3) in the OpenCV camera frame, the predicted scale and the implied intrinsics."""
+    out: list[PointmapResult] = []
+
+    def finish(index, raw, j, layout):
+        points, scale = raw
+        s = scale[j : j + 1].to(torch.float32)
+        xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
+        value = float(s.reshape(-1)[0])
+        intr = pointmap_intrinsics(value, layout).as_tuple() if value > 0 else (float("nan"),) * 4
+        out.append(PointmapResult(xyz.to(output_device), value, intr, None))  # type: ignore[arg-type]
+
+    total = _predict_dense(model, images, "pointmap", batch_size, progress, should_stop, alpha, finish)
+    for r, m in zip(out, _masks(seg, total)):
+        r.mask = None if m is None else m.to(output_device)
+    return out
+
+
+def predict_pose(
+    model: Any,
+    images: Any,
+    *,
+    boxes: Sequence[Sequence[Any] | None] | None = None,
+    seg: Sequence[SegResult] | Any | None = None,
+    flip_test: bool = True,
+    batch_size: int = 4,
+    if_no_person: str = "image",
+    max_refine_step: float | None = None,
+    progress: ProgressFn | None = None,
+    should_stop: StopFn | None = None,
+    alpha: AlphaMode = "composite",
+    **seg_box_options: Any,
+) -> list[PoseResult]:
+    """Top-down 308-keypoint pose.
+
+    boxes: per image, a list of person boxes (x1, y1, x2, y2 corner-origin pixels, or {x, y, width, height});
+        None/empty for an image → boxes from `seg` if given (a list of SegResult, or a seg model to run),
+        else the whole image. `if_no_person` ("image" | "empty" | "error") applies when seg finds nobody.
+    batch_size: person crops per forward pass (the flip test doubles the pass to 2× batch_size inputs).
+    """
+    _check_task(model, "pose")
+    source = ImageSource(images, alpha=alpha)
+    total = len(source)
+    if boxes is not None and len(boxes) != total:
+        raise ValueError(f"got box lists for {len(boxes)} images but {total} images; pass one list per image")
+    if seg is not None and not isinstance(seg, (list, tuple)):
+        seg = predict_seg(seg, images, batch_size=batch_size, alpha=alpha, should_stop=should_stop)
+    if seg is not None and len(seg) != total:
+        raise ValueError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
+    flips = flip_indices()
+    results: list[PoseResult] = []
+    for chunk in _chunks(total, batch_size):
+        plans = []  # (image index, box (corner), source, PoseCrop)
+        chunk_results: dict[int, PoseResult] = {}
+        for i in chunk:
+            size = source.size(i)
+            labels = seg[i].labels if seg is not None else None
+            chosen, box_source, notes = boxes_for_image(
+                size,
+                None if boxes is None else boxes[i],
+                labels,
+                if_no_person=if_no_person,
+                **seg_box_options,
+            )
+            chunk_results[i] = PoseResult([], size, list(notes))
+            for b in chosen:
+                ref_box = (b[0] - 0.5, b[1] - 0.5, b[2] - 0.5, b[3] - 0.5)  # → pixel-centre convention
+                plans.append((i, b, box_source, pose_crop(ref_box)))
+        with torch.inference_mode():
+            prepared = {i: source.get(i, model.device) for i in {p[0] for p in plans}}
+            for sub in _chunks(len(plans), batch_size):
+                items = [plans[k] for k in sub]
+                crops = torch.stack(
+                    [
+                        preprocess_pose_crop(prepared[i].pixels, c, quantize=prepared[i].quantized)
+                        for i, _, _, c in items
+                    ]
+                )
+                inputs = torch.cat([crops, crops.flip(-1)]) if flip_test else crops
+                heatmaps = _forward(model, inputs, should_stop).to(torch.float32)
+                if flip_test:
+                    n = len(items)
+                    heatmaps = average_flip(heatmaps[:n], heatmaps[n:], flips)
+                kp, scores = decode_heatmaps(heatmaps, (NET_W, NET_H), max_refine_step=max_refine_step)
+                for k, (i, box, box_source, crop) in enumerate(items):
+                    xy = crop_to_image(kp[k], crop.center, crop.scale, (NET_W, NET_H)) + 0.5
+                    sc = scores[k].detach().cpu().numpy().astype("float32")
+                    kps = np.empty((xy.shape[0], 3), dtype=np.float32)
+                    kps[:, :2], kps[:, 2] = xy, sc
+                    chunk_results[i].people.append(PersonPose(tuple(box), kps, box_source))  # type: ignore[arg-type]
+            del prepared
+        results.extend(chunk_results[i] for i in chunk)
+        if progress is not None:
+            progress(len(results), total)
+    return results
+
+
+PREDICTORS: dict[str, Callable[..., list[Any]]] = {
+    "pose": predict_pose,
+    "seg": predict_seg,
+    "normal": predict_normal,
+    "albedo": predict_albedo,
+    "pointmap": predict_pointmap,
+}
+
+
+def predict(model: Any, images: Any, **options: Any) -> list[Any]:
+    """Run the predictor that matches `model.task`."""
+    task = getattr(model, "task", None)
+    if task not in PREDICTORS:
+        raise TaskMismatchError(
+            f"no predictor for a {task!r} model; task checkpoints are pose, seg, normal, albedo or pointmap "
+            "(a pretrain checkpoint only gives backbone features)"
+        )
+    return PREDICTORS[task](model, images, **options)

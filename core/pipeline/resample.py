@@ -1,0 +1,192 @@
+"""OpenCV-compatible resize and affine warp in torch (no OpenCV dependency).
+
+The reference test pipelines use `cv2.resize` (INTER_LINEAR / INTER_CUBIC / INTER_AREA) and `cv2.warpAffine`
+on uint8 images. We reproduce their sampling geometry exactly and their arithmetic in float32:
+- linear / cubic resize: same source-coordinate rule ((dst + 0.5)·scale − 0.5, replicate border, cubic
+  A = −0.75), which is what `F.interpolate(align_corners=False)` computes;
+- INTER_AREA: true box-overlap weights when both axes shrink, and OpenCV's "area-mode linear" coefficients
+  when any axis grows (that is what cv2 does — it is not an area average then);
+- warpAffine: the inverse map in float64, source coordinates quantised to 1/32 pixel exactly like OpenCV's
+  fixed-point remap (INTER_BITS = 5), constant-0 border, bilinear or bicubic (A = −0.75) taps.
+OpenCV's fixed-point coefficients (11 / 15 bits) are not emulated; on 8-bit images this leaves rare ±1 grey
+level differences (measured numbers in docs/pipeline.md).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+ResizeMode = Literal["linear", "cubic", "area"]
+WarpMode = Literal["linear", "cubic"]
+
+_CUBIC_A = -0.75
+
+
+def _finish(x: Tensor, quantize: bool) -> Tensor:
+    x = x.clamp(0.0, 255.0)
+    return torch.round(x) if quantize else x
+
+
+def _area_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Box-overlap weights of OpenCV's INTER_AREA for a shrinking axis: (out, k) indices and weights."""
+    scale = in_size / out_size
+    rows: list[list[tuple[int, float]]] = []
+    for d in range(out_size):
+        fs1 = d * scale
+        fs2 = fs1 + scale
+        cell = min(scale, in_size - fs1)
+        s1 = math.ceil(fs1)
+        s2 = min(math.floor(fs2), in_size - 1)
+        s1 = min(s1, s2)
+        taps: list[tuple[int, float]] = []
+        if s1 - fs1 > 1e-3:
+            taps.append((s1 - 1, (s1 - fs1) / cell))
+        taps.extend((s, 1.0 / cell) for s in range(s1, s2))
+        if fs2 - s2 > 1e-3:
+            taps.append((s2, min(min(fs2 - s2, 1.0), cell) / cell))
+        rows.append(taps)
+    width = max(len(r) for r in rows)
+    idx = np.zeros((out_size, width), dtype=np.int64)
+    wts = np.zeros((out_size, width), dtype=np.float64)
+    for d, taps in enumerate(rows):
+        for j, (s, w) in enumerate(taps):
+            idx[d, j], wts[d, j] = s, w
+    return idx, wts
+
+
+def _area_mode_linear_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """OpenCV's INTER_AREA coefficients when an axis is enlarged (2-tap linear with a special phase)."""
+    scale = in_size / out_size
+    inv = out_size / in_size
+    d = np.arange(out_size, dtype=np.float64)
+    s = np.floor(d * scale).astype(np.int64)
+    f = ((d + 1) - (s + 1) * inv).astype(np.float32).astype(np.float64)
+    f = np.where(f <= 0, 0.0, f - np.floor(f))
+    edge = s >= in_size - 1
+    f = np.where(edge, 0.0, f)
+    s = np.where(edge, in_size - 1, s)
+    idx = np.stack([s, np.minimum(s + 1, in_size - 1)], axis=1)
+    wts = np.stack([1.0 - f, f], axis=1)
+    return idx, wts
+
+
+def _apply_taps(x: Tensor, dim: int, idx: np.ndarray, wts: np.ndarray) -> Tensor:
+    """Resample `x` along `dim` with per-output tap indices/weights, one tap at a time (bounded memory)."""
+    index = torch.from_numpy(idx).to(x.device)
+    weight = torch.from_numpy(wts).to(device=x.device, dtype=x.dtype)
+    shape = [1] * x.ndim
+    shape[dim] = idx.shape[0]
+    out = None
+    for j in range(idx.shape[1]):
+        term = x.index_select(dim, index[:, j]) * weight[:, j].reshape(shape)
+        out = term if out is None else out + term
+    assert out is not None
+    return out
+
+
+def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: bool = False) -> Tensor:
+    """Resize (B, C, H, W) float images in 0–255 units like `cv2.resize(img, (w, h), interpolation=mode)`."""
+    out_h, out_w = int(size_hw[0]), int(size_hw[1])
+    in_h, in_w = int(x.shape[-2]), int(x.shape[-1])
+    if (out_h, out_w) == (in_h, in_w):
+        return x.clone()
+    if mode == "linear":
+        y = F.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners=False)
+    elif mode == "cubic":
+        y = F.interpolate(x, size=(out_h, out_w), mode="bicubic", align_corners=False)
+    elif mode == "area":
+        if in_w >= out_w and in_h >= out_h:
+            taps_w, taps_h = _area_taps(in_w, out_w), _area_taps(in_h, out_h)
+        else:
+            taps_w, taps_h = _area_mode_linear_taps(in_w, out_w), _area_mode_linear_taps(in_h, out_h)
+        y = _apply_taps(x, -1, *taps_w)
+        y = _apply_taps(y, -2, *taps_h)
+    else:
+        raise ValueError(f"unknown resize mode {mode!r}; use 'linear', 'cubic' or 'area'")
+    return _finish(y, quantize)
+
+
+def _invert_affine(matrix: np.ndarray) -> np.ndarray:
+    """Destination→source map, computed in float64 as cv2.warpAffine does."""
+    m = np.asarray(matrix, dtype=np.float64).reshape(2, 3)
+    det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    d = 1.0 / det if det != 0 else 0.0
+    a11, a22 = m[1, 1] * d, m[0, 0] * d
+    a12, a21 = -m[0, 1] * d, -m[1, 0] * d
+    b1 = -a11 * m[0, 2] - a12 * m[1, 2]
+    b2 = -a21 * m[0, 2] - a22 * m[1, 2]
+    return np.array([[a11, a12, b1], [a21, a22, b2]], dtype=np.float64)
+
+
+def _cubic_weights(t: Tensor) -> Tensor:
+    """Keys cubic (A = −0.75) weights for taps at offsets −1, 0, 1, 2 given the fraction t; shape (4, …)."""
+    a = _CUBIC_A
+    w0 = ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a
+    w1 = ((a + 2) * t - (a + 3)) * t * t + 1
+    u = 1 - t
+    w2 = ((a + 2) * u - (a + 3)) * u * u + 1
+    w3 = 1 - w0 - w1 - w2
+    return torch.stack([w0, w1, w2, w3])
+
+
+def _source_grid(inverse: np.ndarray, out_w: int, out_h: int) -> tuple[np.ndarray, np.ndarray]:
+    """Source coordinates in 1/32 pixel units (int64), OpenCV's fixed-point rule (AB_BITS 10, INTER_BITS 5)."""
+    ab_scale = 1024.0
+    round_delta = 16  # AB_SCALE / INTER_TAB_SIZE / 2
+    xs = np.arange(out_w, dtype=np.float64)
+    ys = np.arange(out_h, dtype=np.float64)
+    adelta = np.rint(inverse[0, 0] * xs * ab_scale).astype(np.int64)
+    bdelta = np.rint(inverse[1, 0] * xs * ab_scale).astype(np.int64)
+    x0 = np.rint((inverse[0, 1] * ys + inverse[0, 2]) * ab_scale).astype(np.int64) + round_delta
+    y0 = np.rint((inverse[1, 1] * ys + inverse[1, 2]) * ab_scale).astype(np.int64) + round_delta
+    gx = (x0[:, None] + adelta[None, :]) >> 5
+    gy = (y0[:, None] + bdelta[None, :]) >> 5
+    return gx, gy
+
+
+def warp_affine(
+    x: Tensor,
+    matrix: np.ndarray,
+    out_size_wh: tuple[int, int],
+    mode: WarpMode,
+    *,
+    quantize: bool = False,
+) -> Tensor:
+    """`cv2.warpAffine(img, matrix, (w, h), flags=mode)` with a constant-0 border, for (C, H, W) float images."""
+    out_w, out_h = int(out_size_wh[0]), int(out_size_wh[1])
+    channels, in_h, in_w = (int(s) for s in x.shape)
+    gx_np, gy_np = _source_grid(_invert_affine(matrix), out_w, out_h)
+    device = x.device
+    gx = torch.from_numpy(gx_np).to(device)
+    gy = torch.from_numpy(gy_np).to(device)
+    ix, iy = gx >> 5, gy >> 5
+    fx = (gx & 31).to(torch.float32) / 32.0
+    fy = (gy & 31).to(torch.float32) / 32.0
+    if mode == "linear":
+        offsets = (0, 1)
+        wx = torch.stack([1 - fx, fx])
+        wy = torch.stack([1 - fy, fy])
+    elif mode == "cubic":
+        offsets = (-1, 0, 1, 2)
+        wx = _cubic_weights(fx)
+        wy = _cubic_weights(fy)
+    else:
+        raise ValueError(f"unknown warp mode {mode!r}; use 'linear' or 'cubic'")
+    flat = x.reshape(channels, in_h * in_w)
+    out = torch.zeros((channels, out_h, out_w), dtype=x.dtype, device=device)
+    for j, oy in enumerate(offsets):
+        sy = iy + oy
+        valid_y = (sy >= 0) & (sy < in_h)
+        for i, ox in enumerate(offsets):
+            sx = ix + ox
+            valid = valid_y & (sx >= 0) & (sx < in_w)
+            index = (sy.clamp(0, in_h - 1) * in_w + sx.clamp(0, in_w - 1)).reshape(-1)
+            weight = (wy[j] * wx[i] * valid).to(x.dtype)
+            out += flat[:, index].reshape(channels, out_h, out_w) * weight
+    return _finish(out, quantize)

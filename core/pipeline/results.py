@@ -1,0 +1,92 @@
+"""Typed per-image results at the original image resolution.
+
+Coordinates: image pixels, x right, y down, origin at the top-left corner of the top-left pixel (pixel
+centres at i + 0.5). Dense maps are torch tensors (on the predictor's `output_device`, CPU by default);
+keypoints and boxes are small numpy arrays / tuples so they serialise directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from torch import Tensor
+
+from .seg_groups import labels_to_mask
+
+BoxSource = Literal["given", "seg", "image"]
+
+
+@dataclass
+class PersonPose:
+    """One person: box used for the crop and 308 keypoints (x, y, score) in image pixels."""
+
+    bbox: tuple[float, float, float, float]
+    keypoints: np.ndarray  # (308, 3) float32
+    bbox_source: BoxSource = "given"
+
+    @property
+    def xy(self) -> np.ndarray:
+        return self.keypoints[:, :2]
+
+    @property
+    def scores(self) -> np.ndarray:
+        return self.keypoints[:, 2]
+
+
+@dataclass
+class PoseResult:
+    people: list[PersonPose]
+    image_size: tuple[int, int]  # (W, H)
+    warnings: list[str] = field(default_factory=list)
+
+    def keypoints_array(self) -> np.ndarray:
+        """(P, 308, 3) float32 for all people (P may be 0)."""
+        if not self.people:
+            return np.zeros((0, 308, 3), dtype=np.float32)
+        return np.stack([p.keypoints for p in self.people])
+
+
+@dataclass
+class SegResult:
+    labels: Tensor  # (H, W) int64 class ids 0..28
+    logits: Tensor | None = None  # (29, H, W) float32 when requested
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        return int(self.labels.shape[1]), int(self.labels.shape[0])
+
+    def mask(self, selection: str | int | Iterable[str | int]) -> Tensor:
+        """Bool (H, W) mask of class names/ids and/or group names (see `SEG_GROUPS`)."""
+        return labels_to_mask(self.labels, selection)
+
+    def foreground(self) -> Tensor:
+        """label > 0, the mask the reference demos use."""
+        return self.labels > 0
+
+
+@dataclass
+class NormalResult:
+    normals: Tensor  # (H, W, 3) float32 unit vectors, OpenCV camera frame (x right, y down, z forward)
+    mask: Tensor | None = None  # (H, W) bool
+
+
+@dataclass
+class AlbedoResult:
+    albedo: Tensor  # (H, W, 3) float32 in [0, 1], sRGB-encoded as the model outputs it
+    mask: Tensor | None = None
+
+
+@dataclass
+class PointmapResult:
+    points: Tensor  # (H, W, 3) float32 metric XYZ, OpenCV camera frame
+    scale: float  # the predicted canonical scale (metric = canonical / scale)
+    intrinsics: tuple[float, float, float, float]  # (fx, fy, cx, cy) in original-image pixels
+    mask: Tensor | None = None
+
+    @property
+    def depth(self) -> Tensor:
+        """(H, W) metric depth = Z."""
+        return self.points[..., 2]
