@@ -7,7 +7,6 @@ import struct
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
-
 from sapiens2_studio.core import CheckpointError, load_model
 from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 import torch
-
 from sapiens2_studio.core import load_model
 
 # size: (embed, depth, heads, head_dim, gqa layers, kv heads in GQA layers, tokenizer layers in the file)
@@ -21,8 +20,12 @@ OFFICIAL = {
 }
 # Head widths per (size, task) from the official configs (sapiens2.md §3).
 HEADS = {
-    "pose": {"0.4b": ((1024, 768), (512, 512, 256)), "0.8b": ((1024, 768), (512, 512, 256)),
-             "1b": ((1536, 1024), (768, 512, 256)), "5b": ((1024, 768), (512, 512, 256))},
+    "pose": {
+        "0.4b": ((1024, 768), (512, 512, 256)),
+        "0.8b": ((1024, 768), (512, 512, 256)),
+        "1b": ((1536, 1024), (768, 512, 256)),
+        "5b": ((1024, 768), (512, 512, 256)),
+    },
     "normal": {"0.4b": ((768, 512, 256, 128), (64, 32, 16)), "5b": ((1536, 768, 512, 256), (128, 64, 32))},
     "albedo": {"0.4b": ((768, 512, 256, 128), (64, 32, 16)), "5b": ((1536, 768, 512, 256), (64, 32, 16))},
     "pointmap": {"1b": ((1536, 768, 512, 256), (64, 32, 16)), "5b": ((1536, 768, 768, 768), (128, 64, 32))},

@@ -45,7 +45,7 @@ class LayerScale(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim, device=device, dtype=dtype))
 
     def forward(self, x: Tensor) -> Tensor:
-        return x * self.weight
+        return x * self.weight if torch.is_grad_enabled() else x.mul_(self.weight)
 
 
 class GroupedQueryAttention(nn.Module):
@@ -77,16 +77,37 @@ class GroupedQueryAttention(nn.Module):
         self.gamma = LayerScale(dim, **factory) if layer_scale else None
         self.backend = "sdpa"
         self.pad_head_dim_to = 0
+        self._fused: tuple[Tensor, Tensor] | None = None
+
+    def fuse_qkv_(self) -> None:
+        """Make q/k/v one GEMM: their weights become views into one (q+k+v, C) tensor, so no memory is added
+        and the state dict keeps its keys.  Call again after moving the model (`Sapiens2Model.fuse_qkv_`)."""
+        with torch.no_grad():
+            weight = torch.cat((self.wq.weight, self.wk.weight, self.wv.weight))
+            bias = torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
+        rows = (self.wq.out_features, self.wk.out_features, self.wv.out_features)
+        for linear, w, b in zip((self.wq, self.wk, self.wv), weight.split(rows), bias.split(rows)):
+            linear.weight = nn.Parameter(w, requires_grad=False)
+            linear.bias = nn.Parameter(b, requires_grad=False)
+        self._fused = (weight, bias)
+
+    def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        fused = self._fused
+        if fused is not None and fused[0].data_ptr() == self.wq.weight.data_ptr():
+            rows = (self.wq.out_features, self.wk.out_features, self.wv.out_features)
+            return F.linear(x, *fused).split(rows, dim=-1)
+        return self.wq(x), self.wk(x), self.wv(x)
 
     def _split(self, x: Tensor, heads: int) -> Tensor:
         batch, tokens, _ = x.shape
-        return x.view(batch, tokens, heads, self.head_dim).transpose(1, 2)
+        return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:
         batch, tokens, dim = x.shape
-        q = self._split(self.wq(x), self.num_heads)
-        k = self._split(self.wk(x), self.kv_heads)
-        v = self._split(self.wv(x), self.kv_heads)
+        q, k, v = self._project_qkv(x)
+        q = self._split(q, self.num_heads)
+        k = self._split(k, self.kv_heads)
+        v = self._split(v, self.kv_heads)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         if self.kv_heads != self.num_heads:

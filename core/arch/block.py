@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from .attention import GroupedQueryAttention
@@ -38,5 +39,9 @@ class Block(nn.Module):
         self.ffn = SwiGLUFFN(dim, ffn_hidden, **factory)
 
     def forward(self, x: Tensor, rope=None) -> Tensor:
-        x = x + self.attn(self.ln1(x), rope)
-        return x + self.ffn(self.ln2(x))
+        if torch.is_grad_enabled():
+            x = x + self.attn(self.ln1(x), rope)
+            return x + self.ffn(self.ln2(x))
+        # Inference: reuse each branch's output buffer for the residual sum (x + y == y + x exactly).
+        x = self.attn(self.ln1(x), rope).add_(x)
+        return self.ffn(self.ln2(x)).add_(x)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -14,4 +15,5 @@ class SwiGLUFFN(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         gate, value = self.w12(x).chunk(2, dim=-1)
-        return self.w3(F.silu(gate) * value)
+        hidden = F.silu(gate)
+        return self.w3(hidden.mul_(value) if not torch.is_grad_enabled() else hidden * value)

@@ -138,6 +138,14 @@ class Sapiens2Model(nn.Module):
                 module.backend = backend
                 module.pad_head_dim_to = pad_head_dim_to
 
+    def fuse_qkv_(self) -> Sapiens2Model:
+        """One q/k/v GEMM per block (weights become views of one tensor: no extra memory, same keys)."""
+        if self.device.type != "meta":
+            for module in self.modules():
+                if hasattr(module, "fuse_qkv_") and module is not self:
+                    module.fuse_qkv_()
+        return self
+
     def set_rope_dtype(self, rope_dtype: str) -> None:
         """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
         if rope_dtype not in ("bf16", "fp32"):

@@ -144,6 +144,7 @@ def load_model(
     if device.type != "meta":
         model.to_empty(device=device)
         _fill(model, reader, tensors, prefixed)
+        model.fuse_qkv_()
     return model.eval().requires_grad_(False)
 
 

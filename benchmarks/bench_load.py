@@ -1,0 +1,90 @@
+"""Host memory while loading: peak RSS of `load_model` relative to the checkpoint's file size.
+
+Builds a real .safetensors file of a released size from its architecture (synthetic values; default 0.4B
+pretrain, fp32 ≈ 1.6 GB), then loads it in a fresh process and reports (peak RSS − RSS before loading) / file size.
+Goal: ≤ 1.1 (no second full copy in host RAM).
+
+  python benchmarks/bench_load.py --size 0.4b --task pretrain --dtype fp32 --workdir /tmp/sapiens2-bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = r"""
+import json, resource, sys, time, torch
+import sapiens2_studio.core as core
+def rss_kib():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+before = rss_kib()
+t = time.perf_counter()
+model = core.load_model(sys.argv[1], device=sys.argv[2], dtype=sys.argv[3])
+seconds = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+print(json.dumps({"rss_before_kib": before, "peak_rss_kib": peak, "rss_after_kib": rss_kib(),
+                  "load_seconds": seconds, "parameters": model.spec.num_parameters}))
+"""
+
+
+def write_checkpoint(path: Path, size: str, task: str, dtype: str) -> None:
+    import torch
+    from safetensors.torch import save_file
+    from sapiens2_studio.core.arch.presets import preset_config
+    from sapiens2_studio.core.checkpoints.synthetic import state_dict_for
+
+    torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    save_file(state_dict_for(preset_config(size, task), dtype=torch_dtype), str(path))
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--size", default="0.4b")
+    parser.add_argument("--task", default="pretrain")
+    parser.add_argument("--file-dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--dtype", default="fp32", help="dtype to load into")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/sapiens2-bench"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    path = args.workdir / f"synthetic_{args.size}_{args.task}_{args.file_dtype}.safetensors"
+    if not path.exists():
+        # A separate process, so the writer's memory never counts against the loader.
+        subprocess.run(
+            [sys.executable, __file__, "--write-only", str(path), args.size, args.task, args.file_dtype],
+            check=True,
+        )
+    probe = subprocess.run(
+        [sys.executable, "-c", PROBE, str(path), args.device, args.dtype],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result = json.loads(probe.stdout.strip().splitlines()[-1])
+    file_bytes = path.stat().st_size
+    result.update(
+        size=args.size,
+        task=args.task,
+        file_dtype=args.file_dtype,
+        load_dtype=args.dtype,
+        file_bytes=file_bytes,
+        peak_over_file=(result["peak_rss_kib"] - result["rss_before_kib"]) * 1024 / file_bytes,
+    )
+    text = json.dumps(result, indent=1)
+    if args.out:
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--write-only":
+        write_checkpoint(Path(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5])
+    else:
+        main()

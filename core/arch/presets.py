@@ -1,0 +1,91 @@
+"""The released Sapiens2 architectures as configs, for building models without a file (benchmarks, meta
+previews, docs).  Loading never uses this table: `core.checkpoints.infer` reads every number from the weights."""
+
+from __future__ import annotations
+
+from .config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig, official_kv_heads
+
+# size: (embed_dim, depth, head_dim, tokenizer layers)
+BACKBONES = {
+    "0.1b": (768, 12, 64, 0),
+    "0.4b": (1024, 24, 64, 0),
+    "0.8b": (1280, 32, 80, 0),
+    "1b": (1536, 40, 64, 0),
+    "1b-4k": (1536, 40, 64, 4),
+    "5b": (2432, 56, 76, 0),
+}
+# Head widths of the released task models (official configs; the 1B pose and the 5B dense heads differ).
+POSE = {"1b": ((1536, 1024), (768, 512, 256))}
+POSE_DEFAULT = ((1024, 768), (512, 512, 256))
+DENSE = {
+    ("normal", "5b"): ((1536, 768, 512, 256), (128, 64, 32)),
+    ("albedo", "5b"): ((1536, 768, 512, 256), (64, 32, 16)),
+    ("pointmap", "5b"): ((1536, 768, 768, 768), (128, 64, 32)),
+    ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
+}
+DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
+RELEASED_TASK_SIZES = ("0.4b", "0.8b", "1b", "5b")
+
+
+def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
+    if size not in BACKBONES:
+        raise ValueError(f"unknown Sapiens2 size {size!r}; expected one of {', '.join(BACKBONES)}")
+    embed, depth, head_dim, tokenizer = BACKBONES[size]
+    return BackboneConfig(
+        embed_dim=embed,
+        depth=depth,
+        head_dim=head_dim,
+        kv_heads=official_kv_heads(depth, embed // head_dim),
+        ffn_hidden=4 * embed,
+        tokenizer_layers=tokenizer,
+        rope_dtype=rope_dtype,
+    )
+
+
+def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
+    """The architecture of a released (or, for albedo, announced) Sapiens2 model."""
+    backbone = backbone_config(size)
+    embed = backbone.embed_dim
+    if task == "pretrain":
+        return ModelConfig(backbone=backbone)
+    if task == "pose":
+        deconv, conv = POSE.get(size, POSE_DEFAULT)
+        head = HeatmapHeadConfig(embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), 308)
+    elif task == "seg":
+        head = HeatmapHeadConfig(embed, (512, 256, 128, 64), (4, 4, 4, 4), (64, 64), (1, 1), 29)
+    elif task in ("normal", "albedo", "pointmap"):
+        default = DENSE[("pointmap", "default")] if task == "pointmap" else DENSE_DEFAULT
+        upsample, conv = DENSE.get((task, size), default)
+        extra: dict = {}
+        if task == "pointmap":
+            extra = {
+                "scale_conv_channels": (1536, 512, 128),
+                "scale_conv_kernels": (1, 1, 1),
+                "scale_mlp": (6144, 512, 128, 1),
+            }
+        head = DenseHeadConfig(
+            embed, upsample, conv, (3,) * len(conv), norm="rms" if task == "albedo" else "instance", **extra
+        )
+    else:
+        raise ValueError(f"unknown task {task!r}")
+    return ModelConfig(backbone=backbone, task=task, head=head)
+
+
+def backbone_flops(cfg: BackboneConfig, height: int = 1024, width: int = 768) -> float:
+    """Multiply-add FLOPs (2 per MAC) of one image through the trunk (and 4K tokenizer), attention included."""
+    dim, hidden = cfg.embed_dim, cfg.ffn_hidden
+    grid = (height // cfg.patch_size) * (width // cfg.patch_size)
+    flops = 2.0 * grid * dim * cfg.in_channels * cfg.patch_size**2
+    if cfg.tokenizer_layers:
+        window_tokens = cfg.tokenizer_window**2 + 1
+        windows = grid // cfg.tokenizer_window**2
+        per_layer = 2 * window_tokens * (4 * dim * dim + 3 * dim * hidden) + 4 * window_tokens**2 * dim
+        flops += windows * cfg.tokenizer_layers * per_layer
+        grid = windows
+    tokens = grid + cfg.num_prefix_tokens
+    for kv in cfg.kv_heads:
+        kv_dim = kv * cfg.head_dim
+        linear = 2 * tokens * (2 * dim * dim + 2 * dim * kv_dim + 3 * dim * hidden)
+        attention = 4 * tokens * tokens * dim
+        flops += linear + attention
+    return flops
