@@ -59,6 +59,14 @@ from .seg_groups import (
     labels_to_mask,
     resolve_classes,
 )
+from .temporal import (
+    KeypointSmoother,
+    OneEuroFilter,
+    rescale_pointmap,
+    smooth_pointmap_sequence,
+    smooth_pose_sequence,
+    smooth_scales,
+)
 
 __all__ = [
     "MEAN",
@@ -72,8 +80,10 @@ __all__ = [
     "ImageInputError",
     "ImageSource",
     "Intrinsics",
+    "KeypointSmoother",
     "NoPersonFoundError",
     "NormalResult",
+    "OneEuroFilter",
     "PersonPose",
     "PointmapResult",
     "PoseCrop",
@@ -110,8 +120,12 @@ __all__ = [
     "preprocess_dense",
     "preprocess_pose_crop",
     "preprocess_seg",
+    "rescale_pointmap",
     "resolve_classes",
     "seg_to_labels",
+    "smooth_pointmap_sequence",
+    "smooth_pose_sequence",
+    "smooth_scales",
     "udp_warp_matrix",
     "uncrop",
     "unit_normals",

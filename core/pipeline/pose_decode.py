@@ -53,11 +53,16 @@ def modulate_heatmaps(heatmaps: Tensor, kernel_size: int = 11) -> Tensor:
     """Zero-padded Gaussian blur, rescaled per channel to the original maximum (float32)."""
     b, k, h, w = heatmaps.shape
     hm = heatmaps.to(torch.float32)
-    kernel = opencv_gaussian_kernel(kernel_size).to(hm.device)
+    kernel = opencv_gaussian_kernel(kernel_size)
     pad = kernel_size // 2
-    x = hm.reshape(b * k, 1, h, w)
-    x = F.conv2d(F.pad(x, (pad, pad, 0, 0)), kernel.reshape(1, 1, 1, -1))
-    x = F.conv2d(F.pad(x, (0, 0, pad, pad)), kernel.reshape(1, 1, -1, 1))
+    taps = [float(v) for v in kernel]
+    x = F.pad(hm, (pad, pad, pad, pad))  # explicit zero padding, as the reference
+    rows = x[..., :, 0:w] * taps[0]
+    for t in range(1, kernel_size):
+        rows.add_(x[..., :, t : t + w], alpha=taps[t])
+    x = rows[..., 0:h, :] * taps[0]
+    for t in range(1, kernel_size):
+        x.add_(rows[..., t : t + h, :], alpha=taps[t])
     x = x.reshape(b, k, h, w)
     origin_max = hm.reshape(b, k, -1).amax(dim=2)
     blur_max = x.reshape(b, k, -1).amax(dim=2)

@@ -150,6 +150,36 @@ def _source_grid(inverse: np.ndarray, out_w: int, out_h: int) -> tuple[np.ndarra
     return gx, gy
 
 
+def inverse_is_axis_aligned(matrix: np.ndarray) -> bool:
+    """No rotation/shear: each source coordinate then depends on one destination axis only."""
+    m = np.asarray(matrix, dtype=np.float64).reshape(2, 3)
+    return m[0, 1] == 0 and m[1, 0] == 0
+
+
+def _separable_warp(
+    x: Tensor, ix: Tensor, iy: Tensor, wx: Tensor, wy: Tensor, offsets: tuple[int, ...]
+) -> Tensor:
+    """Axis-aligned warp as two 1-D tap passes (same taps and weights as the 2-D remap, much cheaper)."""
+    _, in_h, in_w = x.shape
+    col_i, col_w = ix[0], wx[:, 0]  # source column per output column, weights (taps, out_w)
+    row_i, row_w = iy[:, 0], wy[:, :, 0]
+    tmp = None
+    for t, o in enumerate(offsets):
+        sx = col_i + o
+        w = (col_w[t] * ((sx >= 0) & (sx < in_w))).to(x.dtype)
+        term = x.index_select(2, sx.clamp(0, in_w - 1)) * w
+        tmp = term if tmp is None else tmp + term
+    assert tmp is not None
+    out = None
+    for t, o in enumerate(offsets):
+        sy = row_i + o
+        w = (row_w[t] * ((sy >= 0) & (sy < in_h))).to(x.dtype)
+        term = tmp.index_select(1, sy.clamp(0, in_h - 1)) * w[:, None]
+        out = term if out is None else out + term
+    assert out is not None
+    return out
+
+
 def warp_affine(
     x: Tensor,
     matrix: np.ndarray,
@@ -178,15 +208,18 @@ def warp_affine(
         wy = _cubic_weights(fy)
     else:
         raise ValueError(f"unknown warp mode {mode!r}; use 'linear' or 'cubic'")
-    flat = x.reshape(channels, in_h * in_w)
-    out = torch.zeros((channels, out_h, out_w), dtype=x.dtype, device=device)
-    for j, oy in enumerate(offsets):
-        sy = iy + oy
-        valid_y = (sy >= 0) & (sy < in_h)
-        for i, ox in enumerate(offsets):
-            sx = ix + ox
-            valid = valid_y & (sx >= 0) & (sx < in_w)
-            index = (sy.clamp(0, in_h - 1) * in_w + sx.clamp(0, in_w - 1)).reshape(-1)
-            weight = (wy[j] * wx[i] * valid).to(x.dtype)
-            out += flat[:, index].reshape(channels, out_h, out_w) * weight
+    if inverse_is_axis_aligned(matrix):
+        out = _separable_warp(x, ix, iy, wx, wy, offsets)
+    else:
+        flat = x.reshape(channels, in_h * in_w)
+        out = torch.zeros((channels, out_h, out_w), dtype=x.dtype, device=device)
+        for j, oy in enumerate(offsets):
+            sy = iy + oy
+            valid_y = (sy >= 0) & (sy < in_h)
+            for i, ox in enumerate(offsets):
+                sx = ix + ox
+                valid = valid_y & (sx >= 0) & (sx < in_w)
+                index = (sy.clamp(0, in_h - 1) * in_w + sx.clamp(0, in_w - 1)).reshape(-1)
+                weight = (wy[j] * wx[i] * valid).to(x.dtype)
+                out += flat[:, index].reshape(channels, out_h, out_w) * weight
     return _finish(out, quantize)

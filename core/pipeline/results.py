@@ -26,6 +26,7 @@ class PersonPose:
     bbox: tuple[float, float, float, float]
     keypoints: np.ndarray  # (308, 3) float32
     bbox_source: BoxSource = "given"
+    track_id: int | None = None  # set by temporal smoothing (same person across frames)
 
     @property
     def xy(self) -> np.ndarray:

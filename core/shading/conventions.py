@@ -1,0 +1,99 @@
+"""Normal-map conventions: one named, invertible function per conversion (torch or numpy, channel-last).
+
+Frames (all camera-space, unit vectors, channel order x, y, z):
+- OpenCV (what Sapiens2 outputs and what this project stores): x right, y down, z forward (into the scene).
+  A surface facing the camera has n ≈ (0, 0, −1).
+- OpenGL / Blender camera: x right, y up, z toward the viewer — OpenCV rotated 180° about x: (x, −y, −z).
+  A surface facing the camera has n ≈ (0, 0, +1).
+- DirectX (left-handed, y down in normal-map textures): x right, y down, z toward the viewer: (x, y, −z).
+- ControlNet / BAE colour: the OpenGL-frame vector mapped to RGB as ((n + 1) / 2) with R = x, G = y, B = z,
+  i.e. a camera-facing surface is (0.5, 0.5, 1.0) — the lilac of ControlNet normal maps. (BAE/ScanNet maps
+  flip x relative to some renderers; use `flip_axes` for such consumers.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import torch
+
+Array = TypeVar("Array", np.ndarray, torch.Tensor)
+Convention = Literal["opencv", "opengl", "blender", "directx"]
+
+# Sign of each axis relative to OpenCV; the map is its own inverse.
+_SIGNS: dict[str, tuple[float, float, float]] = {
+    "opencv": (1.0, 1.0, 1.0),
+    "opengl": (1.0, -1.0, -1.0),
+    "blender": (1.0, -1.0, -1.0),
+    "directx": (1.0, 1.0, -1.0),
+}
+
+
+def _scale(n: Array, signs: tuple[float, float, float]) -> Array:
+    if n.shape[-1] != 3:
+        raise ValueError(f"normals must be channel-last (..., 3), got shape {tuple(n.shape)}")
+    if isinstance(n, torch.Tensor):
+        return n * torch.tensor(signs, dtype=n.dtype, device=n.device)
+    return n * np.asarray(signs, dtype=n.dtype if np.issubdtype(n.dtype, np.floating) else np.float32)
+
+
+def opencv_to_opengl(n: Array) -> Array:
+    """OpenCV camera (x right, y down, z forward) → OpenGL/Blender camera (x right, y up, z to viewer)."""
+    return _scale(n, _SIGNS["opengl"])
+
+
+def opengl_to_opencv(n: Array) -> Array:
+    return _scale(n, _SIGNS["opengl"])
+
+
+opencv_to_blender = opencv_to_opengl
+blender_to_opencv = opengl_to_opencv
+
+
+def opencv_to_directx(n: Array) -> Array:
+    """OpenCV camera → DirectX (x right, y down, z toward the viewer)."""
+    return _scale(n, _SIGNS["directx"])
+
+
+def directx_to_opencv(n: Array) -> Array:
+    return _scale(n, _SIGNS["directx"])
+
+
+def opencv_to_controlnet(n: Array) -> Array:
+    """OpenCV-frame unit normals → ControlNet/BAE RGB in [0, 1] (OpenGL frame, (n + 1) / 2)."""
+    rgb = (opencv_to_opengl(n) + 1.0) * 0.5
+    return rgb.clamp(0.0, 1.0) if isinstance(rgb, torch.Tensor) else np.clip(rgb, 0.0, 1.0)
+
+
+def controlnet_to_opencv(rgb: Array) -> Array:
+    """ControlNet/BAE RGB in [0, 1] → OpenCV-frame normals (re-normalised; 8-bit maps are not exactly unit)."""
+    n = opengl_to_opencv(rgb * 2.0 - 1.0)
+    if isinstance(n, torch.Tensor):
+        return n / n.norm(dim=-1, keepdim=True).clamp(min=1e-8)
+    return n / np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-8)
+
+
+def convert_normals(
+    n: Array,
+    source: Convention = "opencv",
+    target: Convention = "opengl",
+    *,
+    flip_axes: tuple[bool, bool, bool] = (False, False, False),
+) -> Array:
+    """Between named frames, then optional per-axis flips (for consumers with their own conventions)."""
+    for name in (source, target):
+        if name not in _SIGNS:
+            raise ValueError(f"unknown normal convention {name!r}; use one of {', '.join(_SIGNS)}")
+    s, t = _SIGNS[source], _SIGNS[target]
+    signs = tuple(a * b * (-1.0 if f else 1.0) for a, b, f in zip(s, t, flip_axes))
+    return _scale(n, signs)  # type: ignore[arg-type]
+
+
+def normals_to_rgb(n: Array, convention: str = "opengl") -> Array:
+    """OpenCV-frame unit normals → an RGB image in [0, 1] in the chosen convention:
+    "opencv" / "opengl" / "blender" / "directx" → (n' + 1) / 2 in that frame; "controlnet" → ControlNet/BAE."""
+    if convention == "controlnet":
+        return opencv_to_controlnet(n)
+    rgb: Any = (convert_normals(n, "opencv", convention) + 1.0) * 0.5  # type: ignore[arg-type]
+    return rgb.clamp(0.0, 1.0) if isinstance(rgb, torch.Tensor) else np.clip(rgb, 0.0, 1.0)
