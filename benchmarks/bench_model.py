@@ -26,9 +26,9 @@ from sapiens2_studio.core.checkpoints.loader import resolve_dtype
 
 def build(size: str, task: str, device: torch.device, dtype: torch.dtype) -> Sapiens2Model:
     model = Sapiens2Model(preset_config(size, task), device="meta", dtype=dtype)
-    model.to_empty(device=device)
+    model.materialize_(device)
     model.backbone.rope_embed.periods.copy_(rope_periods(model.cfg.backbone.head_dim, device=device))
-    return randomize_(model).eval().requires_grad_(False).fuse_qkv_()
+    return randomize_(model).eval().requires_grad_(False)
 
 
 def bench_one(args, size: str, task: str, batch: int, device, dtype) -> dict:
@@ -67,10 +67,6 @@ def bench_one(args, size: str, task: str, batch: int, device, dtype) -> dict:
         row["peak_gpu_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     if args.official and task == "pretrain":
         row.update(side_by_side(args, model, x, seconds, device))
-    del model, runner, x
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
     return row
 
 
@@ -157,6 +153,9 @@ def main(argv=None) -> None:
                     {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}, file=sys.stderr
                 )
                 rows.append(row)
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
     emit(rows, args.out)
 
 

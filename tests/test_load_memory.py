@@ -14,6 +14,8 @@ from sapiens2_studio.core.checkpoints.synthetic import state_dict_for
 PROBE = r"""
 import json, resource, sys
 import torch, sapiens2_studio.core as core
+from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+core.load_model(synthetic_state_dict("pretrain"))  # warm torch's lazy initialisation outside the measurement
 def rss():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))

@@ -85,7 +85,20 @@ class GroupedQueryAttention(nn.Module):
         with torch.no_grad():
             weight = torch.cat((self.wq.weight, self.wk.weight, self.wv.weight))
             bias = torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
-        rows = (self.wq.out_features, self.wk.out_features, self.wv.out_features)
+        self._adopt_fused(weight, bias)
+
+    def allocate_fused_qkv_(self, device: torch.device) -> None:
+        """Allocate (uninitialised) fused q/k/v storage on `device` for a meta-built module, before loading."""
+        rows = sum(self._qkv_rows)
+        factory = {"device": device, "dtype": self.wq.weight.dtype}
+        self._adopt_fused(torch.empty(rows, self.wq.in_features, **factory), torch.empty(rows, **factory))
+
+    @property
+    def _qkv_rows(self) -> tuple[int, int, int]:
+        return (self.wq.out_features, self.wk.out_features, self.wv.out_features)
+
+    def _adopt_fused(self, weight: Tensor, bias: Tensor) -> None:
+        rows = self._qkv_rows
         for linear, w, b in zip((self.wq, self.wk, self.wv), weight.split(rows), bias.split(rows)):
             linear.weight = nn.Parameter(w, requires_grad=False)
             linear.bias = nn.Parameter(b, requires_grad=False)
@@ -94,12 +107,10 @@ class GroupedQueryAttention(nn.Module):
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         fused = self._fused
         if fused is not None and fused[0].data_ptr() == self.wq.weight.data_ptr():
-            rows = (self.wq.out_features, self.wk.out_features, self.wv.out_features)
-            return F.linear(x, *fused).split(rows, dim=-1)
+            return F.linear(x, *fused).split(self._qkv_rows, dim=-1)
         return self.wq(x), self.wk(x), self.wv(x)
 
     def _split(self, x: Tensor, heads: int) -> Tensor:
-        batch, tokens, _ = x.shape
         return x.unflatten(-1, (heads, self.head_dim)).transpose(1, 2)
 
     def forward(self, x: Tensor, rope: tuple[Tensor, Tensor] | None = None) -> Tensor:

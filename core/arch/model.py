@@ -146,6 +146,24 @@ class Sapiens2Model(nn.Module):
                     module.fuse_qkv_()
         return self
 
+    def materialize_(self, device: torch.device) -> Sapiens2Model:
+        """Allocate uninitialised storage for a meta-built model, q/k/v already fused, so that loading writes each
+        weight once into its final place (peak host memory = the weights, nothing more)."""
+        for module in self.modules():
+            if hasattr(module, "allocate_fused_qkv_"):
+                module.allocate_fused_qkv_(device)
+        for module in self.modules():
+            for name, param in list(module._parameters.items()):
+                if param is not None and param.is_meta:
+                    module._parameters[name] = nn.Parameter(
+                        torch.empty_like(param, device=device), requires_grad=False
+                    )
+            for name, buffer in list(module._buffers.items()):
+                if buffer is not None and buffer.is_meta:
+                    module._buffers[name] = torch.empty_like(buffer, device=device)
+        self.backbone.rope_embed._cache.clear()
+        return self
+
     def set_rope_dtype(self, rope_dtype: str) -> None:
         """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
         if rope_dtype not in ("bf16", "fp32"):

@@ -142,9 +142,8 @@ def load_model(
     if tensors is not None and any(t.device.type == "meta" for t in tensors.values()):
         device = torch.device("meta")
     if device.type != "meta":
-        model.to_empty(device=device)
+        model.materialize_(device)
         _fill(model, reader, tensors, prefixed)
-        model.fuse_qkv_()
     return model.eval().requires_grad_(False)
 
 
