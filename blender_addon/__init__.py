@@ -8,10 +8,10 @@ The add-on needs neither torch nor the ``sapiens2_studio`` package.
 
 import bpy
 
-from .ui.operators import SAPIENS2_FH_capture, SAPIENS2_OT_import_capture, menu_import
+from .ui.operators import IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, menu_import
 from .ui.panel import SAPIENS2_PT_capture
 
-classes = (SAPIENS2_OT_import_capture, SAPIENS2_FH_capture, SAPIENS2_PT_capture)
+classes = (IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, SAPIENS2_PT_capture)
 
 
 def register() -> None:

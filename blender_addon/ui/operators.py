@@ -20,7 +20,7 @@ from ..parse.options import ImportOptions
 _DEFAULTS = ImportOptions()
 
 
-class SAPIENS2_OT_import_capture(bpy.types.Operator, ImportHelper):
+class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
     """Import Sapiens2 capture bundles (frame or sequence .json with its .exr) as mesh, armatures and camera"""
 
     bl_idname = "import_scene.sapiens2_capture"
@@ -198,4 +198,4 @@ class SAPIENS2_FH_capture(bpy.types.FileHandler):
 
 
 def menu_import(self, context):
-    self.layout.operator(SAPIENS2_OT_import_capture.bl_idname, text="Sapiens2 Capture (.json)")
+    self.layout.operator(IMPORT_SCENE_OT_sapiens2_capture.bl_idname, text="Sapiens2 Capture (.json)")

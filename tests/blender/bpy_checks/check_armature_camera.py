@@ -1,0 +1,172 @@
+"""People -> armatures (heads at the 3D keypoints, hierarchy, confidence) and the camera (pixels reproject)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+
+def import_bundle(bpy, path, **options):
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(path), **options) == {"FINISHED"}
+
+
+def test_bone_heads_sit_on_the_3d_keypoints(bpy_empty, bundles, read_json, to_blender):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json")
+    meta = read_json(bundles / "tiny.json")
+    arm = bpy.data.objects["tiny person 0"]
+    assert np.allclose(np.array(arm.matrix_world), np.eye(4))
+    names = meta["keypoint_names"]
+    kps3d = meta["people"][0]["keypoints_3d"]
+    checked = 0
+    for name, xyz in zip(names, kps3d):
+        if xyz is not None:
+            np.testing.assert_allclose(arm.data.bones[name].head_local, to_blender(xyz), atol=1e-5)
+            checked += 1
+    assert checked >= 300
+    hips = [np.array(kps3d[names.index(n)]) for n in ("left_hip", "right_hip")]
+    np.testing.assert_allclose(
+        arm.data.bones["pelvis"].head_local, to_blender((hips[0] + hips[1]) / 2), atol=1e-5
+    )
+
+
+def test_joint_without_3d_goes_on_its_pixel_ray_at_the_median_depth(
+    bpy_empty, bundles, read_json, project_to_pixels
+):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json")
+    person = read_json(bundles / "tiny.json")["people"][0]
+    assert person["keypoints_3d"][5] is None  # left_shoulder lies outside the image
+    head = np.array(bpy.data.objects["tiny person 0"].data.bones["left_shoulder"].head_local)
+    pixel = project_to_pixels(bpy.context.scene, bpy.data.objects["tiny camera"], head[None])[0]
+    np.testing.assert_allclose(pixel, person["keypoints"][5][:2], atol=1e-4)
+    depths = [xyz[2] for xyz in person["keypoints_3d"] if xyz is not None]
+    assert head[1] == pytest.approx(np.median(depths), abs=1e-5)  # Z-up: depth is Blender +Y
+
+
+def test_hierarchy_names_and_bone_collections(bpy_empty, bundles, read_json):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json")
+    bones = bpy.data.objects["tiny person 0"].data.bones
+    names = read_json(bundles / "tiny.json")["keypoint_names"]
+    assert set(bones.keys()) == set(names) | {"pelvis"}
+    assert bones["pelvis"].parent is None
+    assert [b.name for b in bones if b.parent is None] == ["pelvis"]
+    chain = {"left_knee": "left_hip", "left_ankle": "left_knee", "left_wrist": "left_elbow", "neck": "pelvis"}
+    for child, parent in chain.items():
+        assert bones[child].parent.name == parent
+    ancestors, bone = [], bones["right_thumb4"]
+    while bone.parent:
+        bone = bone.parent
+        ancestors.append(bone.name)
+    assert ancestors[:4] == ["right_thumb3", "right_thumb2", "right_thumb_third_joint", "right_wrist"]
+    assert ancestors[-1] == "pelvis"
+    collections = bpy.data.objects["tiny person 0"].data.collections
+    assert set(collections.keys()) == {"Body", "Hands", "Feet", "Face"}
+    face = {b.name for b in collections["Face"].bones}
+    assert len(face) == 238 and "tip_of_chin" in face and "left_wrist" not in face
+    assert len(collections["Hands"].bones) == 40 and "left_heel" in {
+        b.name for b in collections["Feet"].bones
+    }
+    assert all(b.length > 0 for b in bones)
+
+
+def test_confidence_property_and_low_scores_hidden(bpy_empty, bundles, read_json):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json", keypoint_threshold=0.3)
+    arm = bpy.data.objects["tiny person 0"]
+    keypoints = read_json(bundles / "tiny.json")["people"][0]["keypoints"]
+    names = read_json(bundles / "tiny.json")["keypoint_names"]
+    for name, (_, _, score) in zip(names, keypoints):
+        assert arm.pose.bones[name]["confidence"] == pytest.approx(score, abs=1e-6)
+        assert arm.data.bones[name].hide == (score < 0.3)
+    assert arm.data.bones["nose"].hide  # score 0.1
+
+
+def test_keypoints_without_any_depth_use_the_chosen_plane(
+    bpy_empty, bundles, tmp_path, read_json, to_blender
+):
+    """A bundle without pointmap or keypoints_3d: joints on their pixel rays at `keypoint_depth`."""
+    import json
+
+    meta = read_json(bundles / "tiny.json")
+    meta["exr"], meta["layers"] = None, []
+    for person in meta["people"]:
+        person.pop("keypoints_3d")
+    path = tmp_path / "pose_only.json"
+    path.write_text(json.dumps(meta), encoding="utf-8")
+    bpy = bpy_empty
+    import_bundle(bpy, path, keypoint_depth=4.0)
+    bones = bpy.data.objects["tiny person 0"].data.bones
+    cam = meta["camera"]
+    x, y, _ = meta["people"][0]["keypoints"][10]
+    xyz = ((x - cam["cx"]) / cam["fx"] * 4.0, (y - cam["cy"]) / cam["fy"] * 4.0, 4.0)
+    np.testing.assert_allclose(bones[meta["keypoint_names"][10]].head_local, to_blender(xyz), atol=1e-5)
+    assert bpy.data.objects.get("tiny mesh") is None  # no pointmap: no mesh (a warning, not an error)
+
+
+@pytest.mark.parametrize("up_axis", ["Z", "Y"])
+def test_camera_reprojects_every_vertex_to_its_pixel(
+    bpy_empty, bundles, up_axis, project_to_pixels, mesh_data
+):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json", up_axis=up_axis, global_scale=3.0)
+    scene, camera = bpy.context.scene, bpy.data.objects["tiny camera"]
+    assert scene.camera == camera
+    assert (scene.render.resolution_x, scene.render.resolution_y) == (8, 6)
+    co = mesh_data(bpy.data.objects["tiny mesh"].data)["co"]
+    rows, cols = np.mgrid[1:6, 0:8]
+    expected = np.stack([cols.ravel() + 0.5, rows.ravel() + 0.5], axis=1)
+    np.testing.assert_allclose(project_to_pixels(scene, camera, co), expected, atol=1e-4)
+
+
+def test_camera_intrinsics_with_off_centre_principal_point(
+    bpy_empty, bundles, tmp_path, read_json, project_to_pixels
+):
+    """Landscape image, cx/cy away from the centre: lens, sensor fit and shift still reproject exactly."""
+    import json
+    import shutil
+
+    meta = read_json(bundles / "tiny.json")
+    meta.update(name="offcentre", exr="offcentre.exr", image={"width": 640, "height": 360, "source": None})
+    meta["camera"].update(fx=500.0, fy=500.0, cx=300.0, cy=200.0)
+    meta["people"], meta["layers"], meta["exr"] = [], [], None
+    path = tmp_path / "offcentre.json"
+    path.write_text(json.dumps(meta), encoding="utf-8")
+    shutil.copy(bundles / "tiny.exr", tmp_path / "offcentre.exr")
+    bpy = bpy_empty
+    import_bundle(bpy, path, import_mesh=False)
+    camera = bpy.data.objects["offcentre camera"]
+    assert camera.data.sensor_fit == "HORIZONTAL" and camera.data.lens == pytest.approx(500 / 640 * 36)
+    pixels = np.array([[0.5, 0.5], [639.5, 359.5], [300.0, 200.0], [17.25, 301.75]])
+    depth = np.array([1.0, 2.0, 3.0, 7.5])
+    xyz = np.stack([(pixels[:, 0] - 300) / 500 * depth, (pixels[:, 1] - 200) / 500 * depth, depth], axis=1)
+    world = xyz @ np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]]).T
+    np.testing.assert_allclose(project_to_pixels(bpy.context.scene, camera, world), pixels, atol=1e-4)
+
+
+def test_background_plate_is_the_source_image(bpy_empty, bundles, expected_tiny):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json")
+    cam = bpy.data.objects["tiny camera"].data
+    assert cam.show_background_images and len(cam.background_images) == 1
+    image = cam.background_images[0].image
+    assert tuple(image.size) == (8, 6)
+    pixels = np.empty(8 * 6 * 4, dtype=np.float32)
+    image.pixels.foreach_get(pixels)
+    top_down = pixels.reshape(6, 8, 4)[::-1, :, :3]
+    np.testing.assert_allclose(top_down, expected_tiny["color"], atol=1e-6)
+    assert image.packed_file is not None  # survives saving the .blend
+
+
+def test_full_size_armature_follows_the_figure(bpy_empty, bundles, read_json, to_blender):
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "figure.json", import_mesh=False)
+    meta = read_json(bundles / "figure.json")
+    bones = bpy.data.objects["figure person 0"].data.bones
+    for name in ("left_wrist", "right_knee", "neck", "left_big_toe"):
+        xyz = meta["people"][0]["keypoints_3d"][meta["keypoint_names"].index(name)]
+        np.testing.assert_allclose(bones[name].head_local, to_blender(xyz), atol=1e-5)
+    shin = np.array(bones["left_knee"].tail_local - bones["left_knee"].head_local)
+    thigh = np.array(bones["left_hip"].tail_local - bones["left_hip"].head_local)
+    assert shin[2] < -0.3 and thigh[2] < -0.3  # Z-up: both leg bones point down towards the feet

@@ -1,0 +1,90 @@
+"""Bad files fail with a clear message and leave nothing behind; undo; multi-file; metadata; EXR backends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+DATA_KINDS = (
+    "objects", "meshes", "armatures", "cameras", "images", "materials", "actions", "collections", "node_groups",
+)  # fmt: skip
+
+
+def data_counts(bpy) -> dict[str, int]:
+    return {kind: len(getattr(bpy.data, kind)) for kind in DATA_KINDS}
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (["noexr.json"], "'noexr.exr' is missing"),
+        (["corrupt.json"], "is not valid JSON"),
+        (["newer.json"], "bundle version 2.0, newer than this add-on supports"),
+        (["notcapture.json"], "is not a Sapiens2 capture"),
+        (["traversal.json"], "must be a bare file name"),
+        (["badexr.json"], "Cannot read EXR"),
+        (["brokenseq.sequence.json"], "'brokenseq_0002.exr' is missing"),
+        (["tiny.json", "badexr.json"], "Cannot read EXR"),  # the good first file is rolled back too
+        (["tiny.json", "newer.json"], "newer than this add-on supports"),  # checked before anything is built
+    ],
+)
+def test_bad_files_report_an_error_and_import_nothing(bpy_empty, bundles, files, message):
+    bpy = bpy_empty
+    before = data_counts(bpy)
+    with pytest.raises(RuntimeError, match=message):
+        bpy.ops.import_scene.sapiens2_capture(directory=str(bundles), files=[{"name": f} for f in files])
+    assert data_counts(bpy) == before
+
+
+def test_newer_minor_version_is_accepted(bpy_empty, bundles):
+    assert bpy_empty.ops.import_scene.sapiens2_capture(filepath=str(bundles / "minor.json")) == {"FINISHED"}
+    assert "minor mesh" in bpy_empty.data.objects
+
+
+def test_undo_removes_the_whole_import(addon, bpy_empty, bundles):
+    bpy = bpy_empty
+    op = bpy.ops.import_scene.sapiens2_capture
+    assert (
+        "UNDO" in addon.ui.operators.IMPORT_SCENE_OT_sapiens2_capture.bl_options
+    )  # what makes the UI push an undo step
+    bpy.ops.ed.undo_push(message="before import")  # background mode starts with undo off
+    # Called with undo=True the operator pushes its own undo step, as it does from the menu.
+    assert op("EXEC_DEFAULT", True, filepath=str(bundles / "tiny.json")) == {"FINISHED"}
+    assert {o.type for o in bpy.data.objects} == {"MESH", "ARMATURE", "CAMERA"}
+    bpy.ops.ed.undo()
+    assert len(bpy.data.objects) == 0 and len(bpy.data.meshes) == 0 and len(bpy.data.armatures) == 0
+
+
+def test_multi_file_import_makes_one_collection_each(bpy_empty, bundles):
+    bpy = bpy_empty
+    files = [{"name": "tiny.json"}, {"name": "walk.sequence.json"}]
+    assert bpy.ops.import_scene.sapiens2_capture(directory=str(bundles), files=files) == {"FINISHED"}
+    assert {"Sapiens2 tiny", "Sapiens2 walk"} <= set(bpy.data.collections.keys())
+
+
+def test_panel_finds_the_bundle_metadata(addon, bpy_empty, bundles, read_json):
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json")) == {"FINISHED"}
+    collection = addon.ui.panel.capture_collection(bpy.data.objects["tiny person 0"])
+    meta = collection["sapiens2"]
+    source = read_json(bundles / "tiny.json")
+    assert (meta["width"], meta["height"], meta["fx"], meta["people"]) == (8, 6, 10.0, 1)
+    assert meta["pointmap_scale"] == pytest.approx(0.85)
+    assert "sapiens2_0.4b_pointmap.safetensors" in meta["models"] and meta["version"] == source["version"]
+    assert meta["layers"] == ", ".join(source["layers"])
+
+
+def test_scripting_api_without_the_operator(addon, bpy_empty, bundles):
+    options = addon.parse.options.ImportOptions(import_mesh=False, import_camera=False)
+    result = addon.build.scene.import_files(bpy_empty.context, [bundles / "tiny.json"], options)
+    assert [o.type for o in result.objects] == ["ARMATURE"]
+
+
+def test_exr_backends_read_the_same_pixels(addon, bundles):
+    """Blender's bundled OpenImageIO and the openexr wheel give identical channels."""
+    exr = addon.parse.exr
+    a = exr.read_exr_channels(bundles / "tiny.exr", "openexr")
+    b = exr.read_exr_channels(bundles / "tiny.exr", "openimageio")
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])

@@ -1,0 +1,108 @@
+"""Sequences: one keyframed armature per person (layered actions), heads on the joints every frame, options."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+FRAMES = 6
+
+
+@pytest.fixture
+def walk(bundles, read_json):
+    """Per-frame keypoint names, 3D joints (OpenCV) and scores of the 6-frame sequence."""
+    index = read_json(bundles / "walk.sequence.json")
+    frames = [read_json(bundles / entry["json"]) for entry in index["frames"]]
+    joints = np.array(
+        [[np.nan] * 3 if xyz is None else xyz for f in frames for xyz in f["people"][0]["keypoints_3d"]]
+    )
+    return {
+        "index": index,
+        "names": frames[0]["keypoint_names"],
+        "joints": joints.reshape(len(frames), -1, 3),
+        "scores": np.array([f["people"][0]["keypoints"] for f in frames])[..., 2],
+    }
+
+
+def import_walk(bpy, bundles, **options):
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "walk.sequence.json"), **options) == {
+        "FINISHED"
+    }
+    return bpy.data.objects["walk person 0"]
+
+
+def test_scene_range_and_fps(bpy_empty, bundles, walk):
+    import_walk(bpy_empty, bundles)
+    scene = bpy_empty.context.scene
+    assert (scene.frame_start, scene.frame_end) == (1, FRAMES)
+    assert scene.render.fps / scene.render.fps_base == pytest.approx(walk["index"]["fps"])
+
+
+def test_layered_action_has_a_key_per_frame(bpy_empty, bundles):
+    arm = import_walk(bpy_empty, bundles)
+    anim = arm.animation_data
+    action, slot = anim.action, anim.action_slot
+    assert slot is not None and len(action.layers) == 1
+    fcurves = action.layers[0].strips[0].channelbag(slot).fcurves
+    bones = len(arm.data.bones)
+    assert len(fcurves) == bones * (3 + 4 + 1)  # location, quaternion, confidence
+    assert {len(fc.keyframe_points) for fc in fcurves} == {FRAMES}
+    frames = np.empty(FRAMES * 2, dtype=np.float32)
+    fcurves[0].keyframe_points.foreach_get("co", frames)
+    np.testing.assert_array_equal(frames[0::2], np.arange(1, FRAMES + 1))
+
+
+def test_bone_heads_follow_the_joints_every_frame(bpy_empty, bundles, walk, to_blender):
+    bpy = bpy_empty
+    arm = import_walk(bpy, bundles)
+    names = walk["names"]
+    assert np.nanmax(np.abs(np.diff(walk["joints"], axis=0))) > 0.01  # the figure really moves
+    for t in range(FRAMES):
+        bpy.context.scene.frame_set(t + 1)
+        for k, name in enumerate(names):
+            if np.isfinite(walk["joints"][t, k]).all() and walk["scores"][t, k] >= 0.3:
+                np.testing.assert_allclose(
+                    arm.pose.bones[name].head, to_blender(walk["joints"][t, k]), atol=1e-4
+                )
+        elbow, wrist = arm.pose.bones["left_elbow"], arm.pose.bones["left_wrist"]
+        direction = np.array(elbow.tail - elbow.head)
+        target = np.array(wrist.head - elbow.head)
+        cosine = direction @ target / np.linalg.norm(direction) / np.linalg.norm(target)
+        assert cosine > 0.9999  # the forearm bone turns to keep pointing at the wrist
+
+
+def test_confidence_is_keyframed(bpy_empty, bundles, walk):
+    bpy = bpy_empty
+    arm = import_walk(bpy, bundles)
+    k = walk["names"].index("left_knee")
+    bpy.context.scene.frame_set(3)
+    assert arm.pose.bones["left_knee"]["confidence"] == pytest.approx(walk["scores"][2, k], abs=1e-6)
+
+
+def test_smoothing_averages_neighbouring_frames(bpy_empty, bundles, walk, to_blender):
+    bpy = bpy_empty
+    arm = import_walk(bpy, bundles, smoothing=3)
+    k = walk["names"].index("left_wrist")
+    bpy.context.scene.frame_set(3)
+    expected = to_blender(walk["joints"][1:4, k].mean(axis=0))
+    np.testing.assert_allclose(arm.pose.bones["left_wrist"].head, expected, atol=1e-4)
+
+
+def test_mesh_per_frame_shows_one_mesh_per_frame(bpy_empty, bundles):
+    bpy = bpy_empty
+    import_walk(bpy, bundles, mesh_per_frame=True)
+    meshes = sorted(o.name for o in bpy.data.objects if o.type == "MESH")
+    assert meshes == [f"walk mesh {f:04d}" for f in range(1, FRAMES + 1)]
+    for frame in (1, 4, FRAMES):
+        bpy.context.scene.frame_set(frame)
+        visible = [
+            o.name for o in bpy.data.objects if o.type == "MESH" and not o.hide_render and not o.hide_viewport
+        ]
+        assert visible == [f"walk mesh {frame:04d}"]
+
+
+def test_without_mesh_per_frame_there_are_no_meshes(bpy_empty, bundles):
+    bpy = bpy_empty
+    import_walk(bpy, bundles)
+    assert not [o for o in bpy.data.objects if o.type == "MESH"]
+    assert {o.type for o in bpy.data.objects} == {"ARMATURE", "CAMERA"}

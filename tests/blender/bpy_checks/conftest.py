@@ -1,0 +1,118 @@
+"""Blender-side harness: install the built extension zip, reset the scene per test, always unregister at the end.
+
+Runs inside the bpy subprocess started by ``tests/blender/test_blender_addon.py``; bpy is imported lazily so the
+outer pytest run (which also sees this file) never imports it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+# Must be set before bpy is imported anywhere, or Blender writes to ~/.config/blender.
+os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sapiens2_blender_user_"))
+
+MODULE = "bl_ext.user_default.sapiens2_capture"
+OPENCV_TO_Z_UP = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]])  # (x, y, z)_cv -> (x, z, -y)
+OPENCV_TO_Y_UP = np.diag([1.0, -1.0, -1.0])  # 180° about X
+
+
+def _disable() -> None:
+    import addon_utils
+
+    if MODULE in sys.modules and addon_utils.check(MODULE)[1]:
+        addon_utils.disable(MODULE)
+
+
+@pytest.fixture(scope="session")
+def addon():
+    """The installed, enabled extension module; disabled (all classes unregistered) at session end."""
+    zip_path = os.environ.get("SAPIENS2_EXTENSION_ZIP")
+    if not zip_path:
+        pytest.skip(
+            "run these through tests/blender/test_blender_addon.py (it builds the zip and the bundles)"
+        )
+    import bpy
+
+    result = bpy.ops.extensions.package_install_files(
+        filepath=zip_path, repo="user_default", enable_on_install=True
+    )
+    assert result == {"FINISHED"}
+    atexit.register(_disable)  # safety net if the session dies before teardown
+    yield sys.modules[MODULE]
+    _disable()
+
+
+@pytest.fixture
+def bpy_empty(addon):
+    """bpy with an empty scene (add-ons stay enabled)."""
+    import bpy
+
+    bpy.ops.wm.read_homefile(use_empty=True)
+    return bpy
+
+
+@pytest.fixture(scope="session")
+def bundles() -> Path:
+    return Path(os.environ["SAPIENS2_BLENDER_BUNDLES"])
+
+
+@pytest.fixture(scope="session")
+def expected_tiny(bundles) -> dict[str, np.ndarray]:
+    with np.load(bundles / "expected_tiny.npz") as data:
+        return {k: data[k] for k in data.files}
+
+
+@pytest.fixture(scope="session")
+def read_json():
+    return lambda path: json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def to_blender():
+    """Independent OpenCV -> Blender conversion for expectations."""
+
+    def convert(points, up_axis: str = "Z", scale: float = 1.0) -> np.ndarray:
+        matrix = OPENCV_TO_Z_UP if up_axis == "Z" else OPENCV_TO_Y_UP
+        return np.asarray(points, dtype=np.float64) @ matrix.T * scale
+
+    return convert
+
+
+@pytest.fixture(scope="session")
+def project_to_pixels():
+    """World points -> corner-origin image pixels through Blender's own camera maths."""
+
+    def project(scene, camera, points: np.ndarray) -> np.ndarray:
+        from bpy_extras.object_utils import world_to_camera_view
+        from mathutils import Vector
+
+        width, height = scene.render.resolution_x, scene.render.resolution_y
+        out = []
+        for p in np.asarray(points, dtype=np.float64):
+            ndc = world_to_camera_view(scene, camera, Vector(p.tolist()))
+            out.append((ndc.x * width, (1.0 - ndc.y) * height))
+        return np.array(out)
+
+    return project
+
+
+def mesh_arrays(mesh) -> dict[str, np.ndarray]:
+    """Vertex positions and face vertex indices of a mesh, read with foreach_get."""
+    co = np.empty(len(mesh.vertices) * 3, dtype=np.float32)
+    mesh.vertices.foreach_get("co", co)
+    loops = np.empty(len(mesh.loops), dtype=np.int32)
+    mesh.loops.foreach_get("vertex_index", loops)
+    return {"co": co.reshape(-1, 3), "loops": loops}
+
+
+@pytest.fixture(scope="session")
+def mesh_data():
+    return mesh_arrays

@@ -1,0 +1,131 @@
+"""Blender test set-up (outer process): build the extension zip and write test bundles with the project's writer.
+
+The checks themselves run in ``bpy_checks/`` in a fresh Python per module (see ``test_blender_addon.py``): the
+bpy wheel is imported only there, so torch (imported by the project's tests) and Blender never share a process,
+and a bpy exit hang is caught by a timeout instead of freezing the suite.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def load_synthetic_capture():
+    """``synthetic_capture.py`` by file path (tests are not a package and the repo is never put on sys.path)."""
+    spec = importlib.util.spec_from_file_location(
+        "sapiens2_blender_synthetic_capture", HERE / "synthetic_capture.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def blender_python() -> str:
+    """Python that runs the bpy checks: this one, or SAPIENS2_BLENDER_PYTHON (e.g. a venv with bpy==5.0.1)."""
+    return os.environ.get("SAPIENS2_BLENDER_PYTHON") or sys.executable
+
+
+def bpy_skip_reason() -> str | None:
+    other = os.environ.get("SAPIENS2_BLENDER_PYTHON")
+    if other:
+        probe = subprocess.run(
+            [other, "-c", "import importlib.util as u; raise SystemExit(u.find_spec('bpy') is None)"],
+            check=False,
+        )
+        return None if probe.returncode == 0 else f"SAPIENS2_BLENDER_PYTHON={other} cannot find bpy"
+    if sys.version_info[:2] != (3, 11):
+        return (
+            f"bpy 4.5/5.0 wheels need Python 3.11, this is {sys.version_info.major}.{sys.version_info.minor}"
+        )
+    if importlib.util.find_spec("bpy") is None:
+        return "bpy is not importable: pip install 'sapiens2-studio[blender-test]' (bpy==4.5.15, Python 3.11)"
+    return None
+
+
+def _write_bad_bundles(folder: Path, sc) -> None:
+    """Broken variants of the tiny bundle, each with one thing wrong."""
+    good = json.loads((folder / "tiny.json").read_text(encoding="utf-8"))
+    sc.write_tiny(folder, "noexr")
+    (folder / "noexr.exr").unlink()
+    (folder / "corrupt.json").write_text(
+        (folder / "tiny.json").read_text(encoding="utf-8")[:500], encoding="utf-8"
+    )
+    sc.write_tiny(folder, "newer")
+    newer = json.loads((folder / "newer.json").read_text(encoding="utf-8"))
+    newer["version"] = "2.0"
+    (folder / "newer.json").write_text(json.dumps(newer), encoding="utf-8")
+    (folder / "minor.json").write_text(
+        json.dumps({**good, "version": "1.7", "name": "minor"}), encoding="utf-8"
+    )
+    (folder / "notcapture.json").write_text(
+        json.dumps({"format": "gltf", "version": "2.0"}), encoding="utf-8"
+    )
+    (folder / "traversal.json").write_text(json.dumps({**good, "exr": "../tiny.exr"}), encoding="utf-8")
+    sc.write_tiny(folder, "badexr")
+    (folder / "badexr.exr").write_bytes(b"not an exr at all" * 10)
+    sc.write_figure_sequence(folder, "brokenseq", 48, 64, 3)
+    (folder / "brokenseq_0002.exr").unlink()
+
+
+def _expected_tiny(sc) -> dict[str, np.ndarray]:
+    """What the tiny bundle must import as: the source arrays at the precision the writer stores them."""
+    from sapiens2_studio.core.formats.exr import srgb_to_linear
+
+    a = sc.tiny_arrays()
+    return {
+        "points": a["points"],
+        "normals": a["normals"].astype(np.float16).astype(np.float32),
+        "color": srgb_to_linear(a["image"].astype(np.float32) / 255.0).astype(np.float16).astype(np.float32),
+        "albedo": srgb_to_linear(a["albedo"]).astype(np.float16).astype(np.float32),
+        "seg": a["seg"],
+        "mask": a["mask"].astype(np.float16).astype(np.float32),
+    }
+
+
+@pytest.fixture(scope="session")
+def blender_env(tmp_path_factory) -> dict[str, str]:
+    """Environment for the bpy subprocesses: extension zip, bundle folder, isolated Blender user resources."""
+    reason = bpy_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("blender")
+    dist = root / "dist"
+    subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(dist)],
+        check=True,
+        timeout=120,
+    )
+    zips = sorted(dist.glob("sapiens2_capture-*.zip"))
+    assert len(zips) == 1, f"expected one extension zip, found {zips}"
+    bundles = root / "bundles"
+    bundles.mkdir()
+    sc = load_synthetic_capture()
+    sc.write_tiny(bundles, "tiny")
+    sc.write_figure(bundles, "figure", 768, 1024)
+    sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
+    _write_bad_bundles(bundles, sc)
+    np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))
+    user = root / "blender_user"
+    user.mkdir()
+    env = dict(os.environ)
+    env.update(
+        {
+            "SAPIENS2_EXTENSION_ZIP": str(zips[0]),
+            "SAPIENS2_BLENDER_BUNDLES": str(bundles),
+            "BLENDER_USER_RESOURCES": str(user),
+            "OMP_NUM_THREADS": "2",
+            "SAPIENS2_BLENDER_PYTHON": blender_python(),
+        }
+    )
+    return env

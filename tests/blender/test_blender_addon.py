@@ -1,0 +1,45 @@
+"""Runs every ``bpy_checks/check_*.py`` module in its own Python with the real bpy wheel.
+
+Each module installs the built extension zip into an isolated Blender user folder, imports bundles written by
+the project's writer, checks the result, and disables the add-on in teardown (bpy 4.x hangs at exit otherwise;
+the timeout below turns such a hang into a failure). Skipped with the reason when bpy is not importable.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+CHECKS = HERE / "bpy_checks"
+MODULES = sorted(p.name for p in CHECKS.glob("check_*.py"))
+SUBPROCESS_TIMEOUT_S = 240
+
+
+@pytest.mark.blender
+@pytest.mark.timeout(SUBPROCESS_TIMEOUT_S + 30)
+@pytest.mark.parametrize("module", MODULES)
+def test_in_blender(module: str, blender_env: dict[str, str]) -> None:
+    cmd = [
+        blender_env["SAPIENS2_BLENDER_PYTHON"], "-m", "pytest", str(CHECKS / module),
+        "-q", "-p", "no:cacheprovider", "-o", "python_files=check_*.py",
+        "--confcutdir", str(CHECKS), "--timeout", "120",
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(
+            cmd,
+            env=blender_env,
+            cwd=HERE.parents[1],
+            capture_output=True,
+            text=True,
+            timeout=SUBPROCESS_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stdout or b"")[-4000:]
+        pytest.fail(f"{module} did not finish in {SUBPROCESS_TIMEOUT_S} s (bpy exit hang?)\n{tail!r}")
+    if proc.returncode != 0:
+        pytest.fail(
+            f"{module} failed in Blender (rc={proc.returncode}):\n{proc.stdout[-12000:]}\n{proc.stderr[-4000:]}"
+        )
