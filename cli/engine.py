@@ -36,23 +36,32 @@ def run_models(
     options: RunOptions,
 ) -> list[dict[str, Any]]:
     """Task → result for every image (seg first, so pose can derive person boxes from it)."""
-    from ..core import pipeline
+    from ..core.pipeline.predict import (
+        predict_albedo,
+        predict_normal,
+        predict_pointmap,
+        predict_pose,
+        predict_seg,
+    )
 
+    count = len(images)
     results: list[dict[str, Any]] = [{} for _ in images]
+    seg = None
     if "seg" in models:
-        for res, out in zip(results, pipeline.predict_seg(models["seg"].model, images)):
+        seg = predict_seg(models["seg"].model, images, batch_size=count)
+        for res, out in zip(results, seg):
             res["seg"] = out
     if "pose" in models:
-        seg = [r.get("seg") for r in results] if "seg" in models else None
-        outs = pipeline.predict_pose(
-            models["pose"].model, images, boxes=boxes, seg=seg, flip_test=options.flip_test
+        given = None if all(b is None for b in boxes) else boxes
+        outs = predict_pose(
+            models["pose"].model, images, boxes=given, seg=seg, flip_test=options.flip_test, batch_size=count
         )
         for res, out in zip(results, outs):
             res["pose"] = out
-    for task in ("normal", "albedo", "pointmap"):
+    dense = {"normal": predict_normal, "albedo": predict_albedo, "pointmap": predict_pointmap}
+    for task, predictor in dense.items():
         if task in models:
-            predictor = getattr(pipeline, f"predict_{task}")
-            for res, out in zip(results, predictor(models[task].model, images)):
+            for res, out in zip(results, predictor(models[task].model, images, batch_size=count)):
                 res[task] = out
     return results
 
@@ -82,8 +91,9 @@ def to_capture_frame(
         frame.points = points
         frame.pointmap_scale = float(_numpy(res.scale).reshape(-1)[0])
         fx, fy, cx, cy = (float(v) for v in _numpy(res.intrinsics).reshape(-1)[:4])
-        frame.camera = {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
-    else:
+        if all(np.isfinite([fx, fy, cx, cy])) and fx > 0 and fy > 0:
+            frame.camera = {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
+    if frame.camera is None:  # no pointmap, or a non-positive predicted scale (no valid focal length)
         frame.camera = default_camera(width, height)
     return frame
 
@@ -94,9 +104,15 @@ def predict_frames(
     boxes: list[list[list[float]] | None],
     sources: list[str],
     options: RunOptions,
+    warn: Callable[[str], None] | None = None,
 ) -> list[CaptureFrame]:
+    """Run every loaded model on a batch and return one CaptureFrame per image."""
     infos = [m.info for m in models.values()]
     results = run_models(models, images, boxes, options)
+    if warn is not None:
+        for src, res in zip(sources, results):
+            for note in getattr(res.get("pose"), "warnings", None) or []:
+                warn(f"{src}: {note}")
     return [to_capture_frame(img, res, infos, src) for img, res, src in zip(images, results, sources)]
 
 

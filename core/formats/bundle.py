@@ -246,7 +246,10 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     if frame.points is not None:
         pts = _to_numpy(frame.points).astype(np.float32)
         _check_shape("points", pts, h, w, 3)
-        pts = np.where(np.isfinite(pts).all(axis=2, keepdims=True), pts, 0.0).astype(np.float32)
+        valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
+            pts[..., 2:3] > 0
+        )  # behind the camera = invalid
+        pts = np.where(valid, pts, 0.0).astype(np.float32)
         for i, axis in enumerate("XYZ"):
             channels[f"P.{axis}"] = pts[..., i]
         layers.append("P")
@@ -285,6 +288,11 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
             raise ValueError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
     camera_json = {"model": str(camera.get("model", "pinhole"))}
     camera_json.update({k: float(camera[k]) for k in ("fx", "fy", "cx", "cy")})
+    if (
+        not all(math.isfinite(camera_json[k]) for k in ("fx", "fy", "cx", "cy"))
+        or min(camera_json["fx"], camera_json["fy"]) <= 0
+    ):
+        raise ValueError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
     camera_json["source"] = str(camera.get("source", "user"))
     people_json = []
     for person in people:
@@ -356,7 +364,9 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
         write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
-        tmp_json.write_text(json.dumps(doc, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+        tmp_json.write_text(
+            json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
+        )
         _remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)
         os.replace(tmp_json, json_path)
