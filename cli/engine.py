@@ -105,10 +105,13 @@ def predict_frames(
     sources: list[str],
     options: RunOptions,
     warn: Callable[[str], None] | None = None,
+    smoother: SequenceSmoother | None = None,
 ) -> list[CaptureFrame]:
-    """Run every loaded model on a batch and return one CaptureFrame per image."""
+    """Run every loaded model on a batch (frames in order) and return one CaptureFrame per image."""
     infos = [m.info for m in models.values()]
     results = run_models(models, images, boxes, options)
+    if smoother is not None:
+        results = [smoother(res) for res in results]
     if warn is not None:
         for src, res in zip(sources, results):
             for note in getattr(res.get("pose"), "warnings", None) or []:
@@ -116,6 +119,29 @@ def predict_frames(
     return [to_capture_frame(img, res, infos, src) for img, res, src in zip(images, results, sources)]
 
 
-def make_smoother(fps: float) -> Callable[[CaptureFrame], None] | None:
-    """A per-sequence temporal filter applied to each frame in order (keypoints and pointmap scale)."""
-    raise NotImplementedError
+class SequenceSmoother:
+    """Causal temporal smoothing of one sequence, applied to each frame's results in order.
+
+    Keypoints: the pipeline's One-Euro `KeypointSmoother` (people matched across frames by box IoU, which also
+    gives each person a `track_id`). Pointmap scale: an exponential moving average (causal, so frames can be
+    written as they come), with points and intrinsics rescaled to the smoothed scale.
+    """
+
+    def __init__(self, fps: float, scale_alpha: float = 0.2) -> None:
+        from ..core.pipeline.temporal import KeypointSmoother
+
+        self.keypoints = KeypointSmoother(fps)
+        self.scale_alpha = scale_alpha
+        self.scale: float | None = None
+
+    def __call__(self, results: dict[str, Any]) -> dict[str, Any]:
+        from ..core.pipeline.temporal import rescale_pointmap
+
+        if "pose" in results:
+            results["pose"] = self.keypoints.update(results["pose"])
+        pointmap = results.get("pointmap")
+        if pointmap is not None and pointmap.scale > 0:
+            raw = float(pointmap.scale)
+            self.scale = raw if self.scale is None else self.scale + self.scale_alpha * (raw - self.scale)
+            results["pointmap"] = rescale_pointmap(pointmap, self.scale)
+        return results

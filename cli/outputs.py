@@ -52,6 +52,7 @@ def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
                 "id": index,
                 "bbox": [round(float(v), 3) for v in person.bbox],
                 "bbox_source": person.bbox_source,
+                **({} if person.track_id is None else {"track_id": person.track_id}),
                 "keypoints": [
                     [round(float(x), 3), round(float(y), 3), round(float(s), 4)]
                     for x, y, s in person.keypoints

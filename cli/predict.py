@@ -161,6 +161,7 @@ def run_predict(args: argparse.Namespace) -> int:
     total = len(singles) + sum(len(s.frames) for s in sequences if s.video is None)
     progress = Progress(total if not any(s.video for s in sequences) else None)
     failures: list[str] = []
+    warnings: list[str] = []
     written = 0
     try:
         for chunk in _chunks(singles, args.batch_size):
@@ -179,15 +180,20 @@ def run_predict(args: argparse.Namespace) -> int:
                 [boxes_for(boxes, job.path.name) for job, _ in loaded],
                 [job.path.name for job, _ in loaded],
                 options,
+                warn=warnings.append,
             )
             for (job, image), frame in zip(loaded, frames):
                 write_frame_outputs(out_dir, job.name, frame, image, with_previews=options.with_previews)
                 written += 1
                 progress.update(1, job.name)
         for sequence in sequences:
-            written += _run_sequence(sequence, models, boxes, out_dir, args, options, progress)
+            written += _run_sequence(
+                sequence, models, boxes, out_dir, args, options, progress, warnings.append
+            )
     finally:
         progress.close()
+    for message in dict.fromkeys(warnings):
+        print(f"sapiens2 predict: note: {message}", file=sys.stderr)
     for message in failures:
         print(f"sapiens2 predict: error: {message}", file=sys.stderr)
     print(f"sapiens2: wrote {written} result(s) to {out_dir}", file=sys.stderr)
@@ -205,6 +211,7 @@ def _run_sequence(
     args: argparse.Namespace,
     options: Any,
     progress: Progress,
+    warn: Any,
 ) -> int:
     """Process a sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded."""
     from . import engine
@@ -212,7 +219,7 @@ def _run_sequence(
     folder = out_dir / sequence.name
     fps = args.fps or sequence.fps
     writer = SequenceWriter(folder, sequence.name, fps)
-    smoother = engine.make_smoother(fps) if args.smooth else None
+    smoother = engine.SequenceSmoother(fps) if args.smooth else None
     buffer: list[tuple[str, np.ndarray]] = []
     count = 0
 
@@ -227,10 +234,10 @@ def _run_sequence(
             [boxes_for(boxes, src, n) for (src, _), n in zip(buffer, numbers)],
             [src for src, _ in buffer],
             options,
+            warn=warn,
+            smoother=smoother,
         )
         for (_src, image), frame, number in zip(buffer, frames, numbers):
-            if smoother is not None:
-                smoother(frame)
             frame.frame = number
             name = f"{sequence.name}_{number:04d}"
             write_frame_outputs(folder, name, frame, image, with_previews=options.with_previews)

@@ -50,7 +50,9 @@ def _frame(seed: int = 0, with_points: bool = True) -> CaptureFrame:
         seg=rng.integers(0, 29, (H, W)),
         mask=(rng.uniform(0, 1, (H, W)) > 0.5).astype(np.float32),
         camera={"fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"},
-        people=[{"bbox": [1.0, 2.0, 30.0, 22.0], "bbox_source": "given", "keypoints": keypoints}],
+        people=[
+            {"bbox": [1.0, 2.0, 30.0, 22.0], "bbox_source": "given", "keypoints": keypoints, "track_id": 7}
+        ],
         models=[
             {
                 "task": "pose",
@@ -90,7 +92,7 @@ def test_round_trip_all_layers(tmp_path: Path) -> None:
     assert back.models[0]["checkpoint"] == "tiny.safetensors"
     person = back.people[0]
     np.testing.assert_allclose(person.keypoints, frame.people[0]["keypoints"], rtol=1e-6)
-    assert person.bbox == (1.0, 2.0, 30.0, 22.0) and person.bbox_source == "given"
+    assert person.bbox == (1.0, 2.0, 30.0, 22.0) and person.bbox_source == "given" and person.track_id == 7
     # keypoints_3d: the point of the pixel containing each keypoint; null where background / outside
     kp3d = person.keypoints_3d
     assert kp3d.shape == (308, 3)

@@ -267,13 +267,46 @@ def test_sequence_with_index(tmp_path: Path, capsys, checkpoints) -> None:
     frames.mkdir()
     for n in (3, 1, 2):
         _write_image(frames / f"walk_{n:04d}.png", 48, 64, "RGB", seed=n)
-    rc, err = _predict(capsys, tmp_path / "out", [str(frames)], checkpoints, "seg,pose", "--fps", "12")
+    extra = ("--fps", "12", "--smooth", "--batch-size", "3", "--no-previews")
+    rc, err = _predict(capsys, tmp_path / "out", [str(frames)], checkpoints, "pose,pointmap", *extra)
     assert rc == 0, err
     seq = read_sequence(tmp_path / "out" / "walk" / "walk.sequence.json")
     assert seq.fps == 12.0 and seq.frame_numbers == [1, 2, 3]
     loaded = list(seq)
     assert [f.frame for f in loaded] == [1, 2, 3]
     assert [f.source_name for f in loaded] == ["walk_0001.png", "walk_0002.png", "walk_0003.png"]
+    assert [f.people[0].track_id for f in loaded] == [0, 0, 0]  # tracked across frames
+    assert all(f.pointmap_scale == pytest.approx(KNOWN_SCALE) for f in loaded)
+
+
+def test_sequence_smoother_filters_jitter_and_scale() -> None:
+    from sapiens2_studio.cli.engine import SequenceSmoother
+    from sapiens2_studio.core.pipeline.results import PersonPose, PointmapResult, PoseResult
+
+    rng = np.random.default_rng(0)
+    smoother = SequenceSmoother(fps=30.0, scale_alpha=0.5)
+    raw_scales = [1.0, 2.0, 2.0, 0.5]
+    raw_kp, smooth_kp, scales, fxs = [], [], [], []
+    for scale in raw_scales:
+        kp = np.zeros((308, 3), np.float32)
+        kp[:, :2] = 50.0 + rng.normal(0, 2.0, (308, 2))  # a still person with jitter
+        kp[:, 2] = 0.9
+        points = torch.full((4, 4, 3), 2.0 / scale)
+        res = {
+            "pose": PoseResult([PersonPose((10.0, 10.0, 90.0, 90.0), kp, "given")], (100, 100)),
+            "pointmap": PointmapResult(points, scale, (100.0 / scale, 100.0 / scale, 2.0, 2.0)),
+        }
+        out = smoother(res)
+        raw_kp.append(kp[:, :2])
+        smooth_kp.append(out["pose"].people[0].keypoints[:, :2])
+        scales.append(out["pointmap"].scale)
+        fxs.append(out["pointmap"].intrinsics[0])
+        assert out["pose"].people[0].track_id == 0
+        # points and focal length follow the smoothed scale (metric = canonical / scale)
+        np.testing.assert_allclose(out["pointmap"].points.numpy(), 2.0 / out["pointmap"].scale, rtol=1e-5)
+    assert scales == pytest.approx([1.0, 1.5, 1.75, 1.125])  # EMA with alpha 0.5
+    assert fxs == pytest.approx([100.0 / s for s in scales])
+    assert np.std(np.diff(smooth_kp, axis=0)) < 0.5 * np.std(np.diff(raw_kp, axis=0))
 
 
 def test_given_boxes(tmp_path: Path, capsys, checkpoints) -> None:

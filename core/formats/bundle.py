@@ -78,6 +78,7 @@ class CapturePerson:
     bbox_source: str = "image"
     keypoints_3d: np.ndarray | None = None  # (308, 3) metric XYZ, NaN rows where invalid
     id: int = 0
+    track_id: int | None = None  # same person across the frames of a sequence (when tracked)
 
     @classmethod
     def coerce(cls, person: Any, index: int) -> CapturePerson:
@@ -100,6 +101,7 @@ class CapturePerson:
             bbox_source=str(get("bbox_source", "image") or "image"),
             keypoints_3d=None if kp3d is None else _to_numpy(kp3d).astype(np.float32),
             id=index,
+            track_id=None if get("track_id") is None else int(get("track_id")),
         )
 
 
@@ -302,6 +304,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
             "bbox_source": person.bbox_source,
             "keypoints": _rows(person.keypoints),
         }
+        if person.track_id is not None:
+            entry["track_id"] = int(person.track_id)
         if person.keypoints_3d is not None:
             entry["keypoints_3d"] = [
                 [_f32(v) for v in row] if np.isfinite(row).all() else None for row in person.keypoints_3d
@@ -434,6 +438,7 @@ def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
                 bbox_source=str(raw.get("bbox_source", "image")),
                 keypoints_3d=kp3d_arr,
                 id=int(raw.get("id", index)),
+                track_id=None if raw.get("track_id") is None else int(raw["track_id"]),
             )
         )
     return people
