@@ -1,0 +1,133 @@
+"""Everything that touches ComfyUI's own modules: model folder, model management, progress and interrupts.
+
+Imported only by the node modules, which only ComfyUI imports, so the core, the CLI and the unit tests never need
+ComfyUI.  ``folder_paths`` and ``comfy.*`` are top-level modules of the ComfyUI process.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+from .runtime import Runtime
+from .types import LoadedModel
+
+MODEL_FOLDER = "sapiens2"
+MODEL_EXTENSIONS = {".safetensors", ".sft"}
+
+
+def register_model_folder() -> None:
+    """Register ``models/sapiens2`` (keeping folders an extra_model_paths.yaml already added) for safetensors."""
+    import folder_paths
+
+    default = os.path.join(folder_paths.models_dir, MODEL_FOLDER)
+    paths, exts = folder_paths.folder_names_and_paths.get(MODEL_FOLDER, ([], set()))
+    paths = list(paths)
+    if default not in paths:
+        paths.append(default)
+    # A fresh set: never mutate a set another folder may share.
+    folder_paths.folder_names_and_paths[MODEL_FOLDER] = (paths, set(exts) | MODEL_EXTENSIONS)
+
+
+def checkpoint_names() -> list[str]:
+    import folder_paths
+
+    register_model_folder()
+    return folder_paths.get_filename_list(MODEL_FOLDER)
+
+
+def model_folders() -> list[str]:
+    import folder_paths
+
+    register_model_folder()
+    return folder_paths.get_folder_paths(MODEL_FOLDER)
+
+
+def resolve_checkpoint(name: str) -> str:
+    """Absolute path of a file listed in models/sapiens2 (``..`` cannot escape: folder_paths normalises)."""
+    import folder_paths
+
+    register_model_folder()
+    path = folder_paths.get_full_path(MODEL_FOLDER, name)
+    if path is None:
+        raise FileNotFoundError(
+            f"Sapiens2 checkpoint '{name}' was not found in {', '.join(model_folders())}; put the .safetensors file "
+            "there (subfolders are fine) and press R in ComfyUI to refresh the list"
+        )
+    return path
+
+
+class PatchableModel(torch.nn.Module):
+    """Holder that ComfyUI's ModelPatcher may annotate (it sets ``device`` and bookkeeping attributes)."""
+
+    def __init__(self, inner: torch.nn.Module, device: torch.device) -> None:
+        super().__init__()
+        self.inner = inner
+        self.device = device
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover - nodes call ``inner``
+        return self.inner(*args, **kwargs)
+
+
+def make_patcher(model: torch.nn.Module) -> Any:
+    """Wrap a CPU-resident model for ComfyUI's memory management (load on demand, evict when others need room)."""
+    import comfy.model_management as mm
+    import comfy.model_patcher
+
+    holder = PatchableModel(model, mm.unet_offload_device())
+    return comfy.model_patcher.ModelPatcher(
+        holder, load_device=mm.get_torch_device(), offload_device=mm.unet_offload_device()
+    )
+
+
+def compute_device() -> torch.device:
+    import comfy.model_management as mm
+
+    return mm.get_torch_device()
+
+
+def offload_device() -> torch.device:
+    import comfy.model_management as mm
+
+    return mm.unet_offload_device()
+
+
+def supports_bf16(device: torch.device) -> bool:
+    import comfy.model_management as mm
+
+    if device.type == "cpu":
+        return False
+    return bool(mm.should_use_bf16(device))
+
+
+class ComfyRuntime(Runtime):
+    """Runtime backed by ComfyUI: ``load_models_gpu``, ``intermediate_device``, ProgressBar, interrupts."""
+
+    def __init__(self, node_id: str | None = None) -> None:
+        import comfy.model_management as mm
+
+        super().__init__(mm.get_torch_device(), mm.intermediate_device())
+        self._mm = mm
+        self._node_id = node_id
+        self._bar: Any = None
+
+    def activate(self, loaded: LoadedModel) -> Any:
+        if loaded.patcher is None:
+            return super().activate(loaded)
+        self._mm.load_models_gpu([loaded.patcher], force_full_load=True)
+        return loaded.patcher.model.inner
+
+    def progress(self, done: int, total: int) -> None:
+        import comfy.utils
+
+        if self._bar is None or self._bar.total != total:
+            self._bar = comfy.utils.ProgressBar(total, node_id=self._node_id)
+        self._bar.update_absolute(done, total)  # the server hook also checks the interrupt flag here
+
+    def check_interrupt(self) -> None:
+        self._mm.throw_exception_if_processing_interrupted()
+
+    def free_cache(self) -> None:
+        self._mm.soft_empty_cache()

@@ -1,0 +1,77 @@
+"""Body-part masks from Sapiens2 segmentation: named groups, try-on presets, grow/shrink, feather, invert."""
+
+from __future__ import annotations
+
+import torch
+
+from ..core.pipeline.seg_groups import SEG_GROUPS, labels_to_mask, resolve_classes
+from .imaging import feather_mask, grow_mask
+from .types import TaskBatch, require_batch
+
+NODE = "Sapiens2 Body-Part Mask"
+CUSTOM = "custom (classes below)"
+# Try-on presets first (what people come for), then every named group of core.pipeline.seg_groups.
+PRESETS = (
+    *[g for g in SEG_GROUPS if g.startswith("tryon_")],
+    *[g for g in SEG_GROUPS if not g.startswith("tryon_")],
+    CUSTOM,
+)
+
+
+def _split(text: str) -> list[str | int]:
+    parts = [part.strip() for part in (text or "").replace(";", ",").split(",") if part.strip()]
+    return [int(p) if p.isdigit() else p for p in parts]
+
+
+def selected_classes(preset: str, classes: str = "", exclude: str = "") -> tuple[int, ...]:
+    """Class ids of ``preset`` plus the comma-separated ``classes`` (names, ids or group names) minus ``exclude``."""
+    if preset not in PRESETS:
+        raise ValueError(f"{NODE}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    wanted: set[int] = set() if preset == CUSTOM else set(resolve_classes(preset))
+    try:
+        wanted |= set(resolve_classes(_split(classes))) if _split(classes) else set()
+        removed = set(resolve_classes(_split(exclude))) if _split(exclude) else set()
+    except KeyError as exc:
+        message = exc.args[0] if exc.args else str(exc)
+        raise ValueError(f"{NODE}: {message}") from None
+    ids = tuple(sorted(wanted - removed))
+    if not ids:
+        raise ValueError(
+            f"{NODE}: the selection is empty; pick a preset or list classes such as 'Upper_Clothing, Hair' "
+            "(names, ids 0-28 or group names)"
+        )
+    return ids
+
+
+def body_part_mask(
+    seg: TaskBatch,
+    *,
+    preset: str,
+    classes: str = "",
+    exclude: str = "",
+    grow: int = 0,
+    feather: float = 0.0,
+    invert: bool = False,
+    output_device: torch.device | str = "cpu",
+) -> torch.Tensor:
+    """MASK ``(B, H, W)``: 1 where the selected body parts are (0 there with ``invert``)."""
+    seg = require_batch(seg, "seg", NODE, "seg")
+    ids = selected_classes(preset, classes, exclude)
+    masks = []
+    for result in seg.results:
+        m = labels_to_mask(result.labels, ids).to(torch.float32)
+        m = grow_mask(m, grow)
+        if feather > 0:
+            m = feather_mask(m, feather)
+        masks.append(1.0 - m if invert else m)
+    sizes = {tuple(m.shape) for m in masks}
+    if len(sizes) > 1:
+        raise ValueError(
+            f"{NODE}: the segmentations have different sizes {sorted(sizes)}; cannot form one MASK"
+        )
+    return torch.stack(masks).to(output_device)
+
+
+def foreground_masks(seg: TaskBatch) -> torch.Tensor:
+    """Person (label > 0) masks ``(B, H, W)`` float."""
+    return torch.stack([(r.labels > 0).to(torch.float32) for r in seg.results])

@@ -1,0 +1,155 @@
+"""Normals, Albedo and Pointmap nodes: dense per-pixel predictions with raw data and preview outputs."""
+
+from __future__ import annotations
+
+from comfy_api.latest import io
+
+from . import task_logic
+from .comfy_host import ComfyRuntime
+from .compat import NormalData, PointmapData, Sapiens2Model, schema
+from .nodes_seg import CHUNK_TOOLTIP
+from .normal_images import CONVENTIONS, normal_images
+
+MASK_TOOLTIP = (
+    "Optional person mask (1 = person, same size as the image); the background is zeroed in previews."
+)
+
+
+def _common_inputs(task_label: str) -> list[io.Input]:
+    return [
+        Sapiens2Model.Input("model", tooltip=f"A Sapiens2 {task_label} model."),
+        io.Image.Input("image", tooltip="Images to process (any size; batches are fine)."),
+        io.Mask.Input("mask", optional=True, tooltip=MASK_TOOLTIP),
+        io.Int.Input("chunk_size", default=2, min=1, max=256, tooltip=CHUNK_TOOLTIP),
+    ]
+
+
+class Sapiens2Normals(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2Normals",
+            display_name="Sapiens2 Normals",
+            search_aliases=["normal map", "surface normals", "controlnet normal"],
+            description="Per-pixel unit surface normals in the camera frame, plus a normal-map IMAGE in the "
+            "convention you choose (OpenGL, DirectX, ControlNet/BAE, or the raw OpenCV frame).",
+            inputs=[
+                *_common_inputs("normal (task 'normal')"),
+                io.Combo.Input(
+                    "convention",
+                    options=list(CONVENTIONS),
+                    default=CONVENTIONS[0],
+                    tooltip="How the normal_map IMAGE encodes directions. The 'normals' data output is always the "
+                    "OpenCV camera frame (x right, y down, z away from the camera).",
+                ),
+            ],
+            outputs=[
+                NormalData.Output(
+                    id="normals",
+                    display_name="normals",
+                    tooltip="Unit normals (float), for Relight and exports.",
+                ),
+                io.Image.Output(
+                    id="normal_map",
+                    display_name="normal_map",
+                    tooltip="Normals encoded as colours (n + 1) / 2.",
+                ),
+            ],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, model, image, chunk_size, convention, mask=None) -> io.NodeOutput:
+        runtime = ComfyRuntime(cls.hidden.unique_id)
+        batch = task_logic.dense(
+            model, "normal", image, mask=mask, runtime=runtime, chunk_size=chunk_size, node="Sapiens2 Normals"
+        )
+        return io.NodeOutput(batch, normal_images(batch, convention).to(runtime.output_device))
+
+
+class Sapiens2Albedo(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2Albedo",
+            display_name="Sapiens2 Albedo",
+            search_aliases=["albedo", "delight", "base color", "intrinsic"],
+            description="Surface colour without lighting (sRGB IMAGE), for relighting and texturing.",
+            inputs=_common_inputs("albedo (task 'albedo')"),
+            outputs=[
+                io.Image.Output(id="albedo", display_name="albedo", tooltip="Albedo, sRGB-encoded, 0..1.")
+            ],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, model, image, chunk_size, mask=None) -> io.NodeOutput:
+        runtime = ComfyRuntime(cls.hidden.unique_id)
+        batch = task_logic.dense(
+            model, "albedo", image, mask=mask, runtime=runtime, chunk_size=chunk_size, node="Sapiens2 Albedo"
+        )
+        return io.NodeOutput(task_logic.albedo_image(batch, runtime.output_device))
+
+
+class Sapiens2Pointmap(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2Pointmap",
+            display_name="Sapiens2 Pointmap",
+            search_aliases=["depth", "metric depth", "point cloud", "3d"],
+            description="Metric 3D point per pixel (camera frame, metres) with the implied camera intrinsics, "
+            "plus a depth preview.",
+            inputs=[
+                *_common_inputs("pointmap (task 'pointmap')"),
+                io.Boolean.Input(
+                    "near_is_bright", default=True, tooltip="Depth preview: near = white (like MiDaS)."
+                ),
+                io.Boolean.Input(
+                    "normalize_per_image",
+                    default=False,
+                    tooltip="Off: one depth range for the whole batch (no flicker in videos). On: per image.",
+                ),
+            ],
+            outputs=[
+                PointmapData.Output(
+                    id="pointmap", display_name="pointmap", tooltip="Metric XYZ, scale and intrinsics."
+                ),
+                io.Image.Output(
+                    id="depth_preview",
+                    display_name="depth_preview",
+                    tooltip="Depth as a grey image (1st-99th percentile).",
+                ),
+                io.Mask.Output(
+                    id="valid_mask",
+                    display_name="valid_mask",
+                    tooltip="Pixels with valid depth (inside the mask).",
+                ),
+            ],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(
+        cls, model, image, chunk_size, near_is_bright, normalize_per_image, mask=None
+    ) -> io.NodeOutput:
+        runtime = ComfyRuntime(cls.hidden.unique_id)
+        batch = task_logic.dense(
+            model,
+            "pointmap",
+            image,
+            mask=mask,
+            runtime=runtime,
+            chunk_size=chunk_size,
+            node="Sapiens2 Pointmap",
+        )
+        preview, valid = task_logic.pointmap_previews(
+            batch,
+            near_bright=near_is_bright,
+            per_image=normalize_per_image,
+            output_device=runtime.output_device,
+        )
+        return io.NodeOutput(batch, preview, valid)
+
+
+NODES = [Sapiens2Normals, Sapiens2Albedo, Sapiens2Pointmap]

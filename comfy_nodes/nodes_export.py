@@ -1,0 +1,178 @@
+"""Save Capture Bundle (EXR + JSON for Blender) and Export Mesh (GLB/PLY) output nodes."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from comfy_api.latest import io, ui
+
+from . import export_logic
+from .comfy_host import ComfyRuntime
+from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+
+
+def _output_target(prefix: str, width: int, height: int) -> tuple[str, str, str]:
+    """(folder, unique base name, subfolder) inside ComfyUI's output directory; refuses paths outside it."""
+    import folder_paths
+
+    output_dir = folder_paths.get_output_directory()
+    folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(
+        prefix, output_dir, width, height
+    )
+    return folder, f"{filename}_{counter:05}_", subfolder
+
+
+def _relative(path: str, subfolder: str) -> str:
+    return os.path.join(subfolder, os.path.basename(path)).replace("\\", "/")
+
+
+class Sapiens2SaveCaptureBundle(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2SaveCaptureBundle",
+            display_name="Sapiens2 Save Capture Bundle",
+            search_aliases=["blender", "exr", "export", "capture"],
+            description="Writes a capture bundle (EXR layers + JSON: image, pointmap, normals, albedo, seg, mask, "
+            "camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
+            "sequence. Needs the 'openexr' package.",
+            inputs=[
+                io.Image.Input(
+                    "image", tooltip="The source image(s); every other input must match their size."
+                ),
+                io.String.Input(
+                    "filename_prefix",
+                    default="sapiens2/capture",
+                    tooltip="Path inside ComfyUI's output folder.",
+                ),
+                PoseData.Input("pose", optional=True, tooltip="Raw 308-keypoint pose (from Sapiens2 Pose)."),
+                SegData.Input("seg", optional=True, tooltip="Segmentation (from Sapiens2 Segment)."),
+                NormalData.Input("normals", optional=True, tooltip="Normals (from Sapiens2 Normals)."),
+                io.Image.Input("albedo", optional=True, tooltip="Albedo image (from Sapiens2 Albedo)."),
+                PointmapData.Input(
+                    "pointmap",
+                    optional=True,
+                    tooltip="Pointmap: gives the mesh, the camera and 3D keypoints.",
+                ),
+                io.Mask.Input(
+                    "mask", optional=True, tooltip="Person mask; default: the segmentation's foreground."
+                ),
+                io.Float.Input(
+                    "fps", default=24.0, min=0.01, max=1000.0, step=0.01, tooltip="Frame rate of a sequence."
+                ),
+            ],
+            outputs=[
+                io.String.Output(
+                    id="bundle_path", display_name="bundle_path", tooltip="The .json to open in Blender."
+                )
+            ],
+            is_output_node=True,
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(
+        cls,
+        image,
+        filename_prefix,
+        fps,
+        pose=None,
+        seg=None,
+        normals=None,
+        albedo=None,
+        pointmap=None,
+        mask=None,
+    ) -> io.NodeOutput:
+        export_logic.require_exr_support(sys.executable)
+        frames = export_logic.capture_frames(
+            image, pose=pose, seg=seg, normals=normals, albedo=albedo, pointmap=pointmap, mask=mask
+        )
+        folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
+        path = export_logic.save_capture_bundle(
+            folder, name, frames, fps=fps, runtime=ComfyRuntime(cls.hidden.unique_id)
+        )
+        relative = _relative(str(path), subfolder)
+        return io.NodeOutput(relative, ui=ui.PreviewText(f"saved {relative} ({len(frames)} frame(s))"))
+
+
+class Sapiens2ExportMesh(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        outputs = [
+            io.String.Output(
+                id="mesh_path",
+                display_name="mesh_path",
+                tooltip="File path relative to the output folder (feed it to Preview 3D); the first of a batch.",
+            )
+        ]
+        file3d = file3d_output_type()
+        if file3d is not None:  # newer ComfyUI: a typed 3D file socket for its 3D preview/save nodes
+            outputs.append(
+                file3d.Output(
+                    id="model_3d", display_name="model_3d", tooltip="The mesh as a ComfyUI 3D file."
+                )
+            )
+        return schema(
+            node_id="Sapiens2ExportMesh",
+            display_name="Sapiens2 Export Mesh",
+            search_aliases=["glb", "ply", "mesh", "3d export", "point cloud"],
+            description="Triangulates the pointmap into a coloured mesh (depth-jump edges dropped) and saves it as "
+            "GLB (y-up, for viewers) or PLY (OpenCV camera frame, like the bundle).",
+            inputs=[
+                PointmapData.Input("pointmap", tooltip="Output of 'Sapiens2 Pointmap'."),
+                io.Image.Input(
+                    "image", optional=True, tooltip="Vertex colours (the image the pointmap came from)."
+                ),
+                io.Mask.Input(
+                    "mask", optional=True, tooltip="Keep only these pixels (default: the pointmap's mask)."
+                ),
+                NormalData.Input(
+                    "normals", optional=True, tooltip="Per-vertex normals from 'Sapiens2 Normals'."
+                ),
+                io.Combo.Input(
+                    "format", options=list(export_logic.MESH_FORMATS), default="glb", tooltip="File type."
+                ),
+                io.String.Input(
+                    "filename_prefix", default="sapiens2/mesh", tooltip="Path inside ComfyUI's output folder."
+                ),
+                io.Float.Input(
+                    "max_edge_ratio",
+                    default=0.05,
+                    min=0.001,
+                    max=10.0,
+                    step=0.001,
+                    tooltip="Drop triangles whose depth range exceeds this fraction of their depth (silhouettes).",
+                ),
+            ],
+            outputs=outputs,
+            is_output_node=True,
+        )
+
+    @classmethod
+    def execute(
+        cls, pointmap, format, filename_prefix, max_edge_ratio, image=None, mask=None, normals=None
+    ) -> io.NodeOutput:
+        width, height = getattr(pointmap, "size", (0, 0)) if hasattr(pointmap, "results") else (0, 0)
+        folder, name, subfolder = _output_target(filename_prefix, width, height)
+        paths = export_logic.export_meshes(
+            pointmap,
+            folder,
+            name,
+            fmt=format,
+            image=image,
+            mask=mask,
+            normals=normals,
+            max_edge_ratio=max_edge_ratio,
+        )
+        relative = [_relative(str(p), subfolder) for p in paths]
+        results = [
+            {"filename": os.path.basename(str(p)), "subfolder": subfolder, "type": "output"} for p in paths
+        ]
+        values = [relative[0]]
+        if file3d_output_type() is not None:
+            values.append(make_file3d(str(paths[0]), format))
+        return io.NodeOutput(*values, ui={"3d": results, "text": ["\n".join(relative)]})
+
+
+NODES = [Sapiens2SaveCaptureBundle, Sapiens2ExportMesh]

@@ -1,0 +1,116 @@
+"""Segment and Body-Part Mask nodes."""
+
+from __future__ import annotations
+
+from comfy_api.latest import io
+
+from . import mask_logic, task_logic
+from .comfy_host import ComfyRuntime
+from .compat import Sapiens2Model, SegData, schema
+
+CHUNK_TOOLTIP = "Images per forward pass; lower it if you run out of memory (it also halves itself on OOM)."
+
+
+class Sapiens2Segment(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2Segment",
+            display_name="Sapiens2 Segment",
+            search_aliases=["human parsing", "body parts", "clothes segmentation", "person mask"],
+            description="29-class body-part segmentation (clothes, skin parts, hair, face, hands, ...) at the "
+            "image's own resolution.",
+            inputs=[
+                Sapiens2Model.Input("model", tooltip="A Sapiens2 segmentation model (task 'seg')."),
+                io.Image.Input("image", tooltip="Images to segment (any size; batches are fine)."),
+                io.Int.Input("chunk_size", default=4, min=1, max=256, tooltip=CHUNK_TOOLTIP),
+            ],
+            outputs=[
+                SegData.Output(
+                    id="seg",
+                    display_name="seg",
+                    tooltip="Class ids per pixel, for Body-Part Mask and exports.",
+                ),
+                io.Image.Output(
+                    id="preview", display_name="preview", tooltip="Class colours blended over the image."
+                ),
+                io.Mask.Output(
+                    id="person_mask", display_name="person_mask", tooltip="Foreground (any body part) mask."
+                ),
+            ],
+            hidden=[io.Hidden.unique_id],
+        )
+
+    @classmethod
+    def execute(cls, model, image, chunk_size) -> io.NodeOutput:
+        seg, preview, person = task_logic.segment(
+            model, image, runtime=ComfyRuntime(cls.hidden.unique_id), chunk_size=chunk_size
+        )
+        return io.NodeOutput(seg, preview, person)
+
+
+class Sapiens2BodyPartMask(io.ComfyNode):
+    @classmethod
+    def define_schema(cls) -> io.Schema:
+        return schema(
+            node_id="Sapiens2BodyPartMask",
+            display_name="Sapiens2 Body-Part Mask",
+            search_aliases=["garment mask", "try-on mask", "clothes mask", "inpaint mask", "skin mask"],
+            description="A MASK of chosen body parts: try-on presets (clothes + the skin they may uncover, never "
+            "hands or face), named groups, or single classes; with grow/shrink, feather and invert.",
+            inputs=[
+                SegData.Input("seg", tooltip="Output of 'Sapiens2 Segment'."),
+                io.Combo.Input(
+                    "preset",
+                    options=list(mask_logic.PRESETS),
+                    default="upper_clothes",
+                    tooltip="tryon_upper/lower/full: areas a garment swap repaints. Others: named groups "
+                    "(upper_clothes, skin, arms_without_hands, hands, face, hair, ...). 'custom': only 'classes'.",
+                ),
+                io.String.Input(
+                    "classes",
+                    default="",
+                    tooltip="Extra classes or groups to add, comma-separated (names like Hair, ids 0-28, or "
+                    "group names).",
+                ),
+                io.String.Input(
+                    "exclude",
+                    default="",
+                    tooltip="Classes or groups to remove, comma-separated (e.g. hands, face).",
+                ),
+                io.Int.Input(
+                    "grow",
+                    default=0,
+                    min=-256,
+                    max=256,
+                    tooltip="Pixels to grow (positive) or shrink (negative).",
+                ),
+                io.Float.Input(
+                    "feather",
+                    default=0.0,
+                    min=0.0,
+                    max=128.0,
+                    step=0.5,
+                    tooltip="Soft edge width (blur sigma, px).",
+                ),
+                io.Boolean.Input("invert", default=False, tooltip="Select everything except these parts."),
+            ],
+            outputs=[io.Mask.Output(id="mask", display_name="mask", tooltip="1 = selected parts.")],
+        )
+
+    @classmethod
+    def execute(cls, seg, preset, classes, exclude, grow, feather, invert) -> io.NodeOutput:
+        mask = mask_logic.body_part_mask(
+            seg,
+            preset=preset,
+            classes=classes,
+            exclude=exclude,
+            grow=grow,
+            feather=feather,
+            invert=invert,
+            output_device=ComfyRuntime().output_device,
+        )
+        return io.NodeOutput(mask)
+
+
+NODES = [Sapiens2Segment, Sapiens2BodyPartMask]

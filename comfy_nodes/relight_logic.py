@@ -1,0 +1,194 @@
+"""Relight node logic: gather per-image inputs, call ``core.shading``, composite, and build the light map.
+
+Colour handling: images, albedo, light colours and LDR environments arrive sRGB-encoded; everything is decoded to
+linear light, shaded, and encoded back, so a light of intensity 1 on a white surface gives exactly white.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..core.shading.relight import (
+    DirectionalLight,
+    backdrop_normals,
+    composite,
+    linear_to_srgb,
+    relight,
+    srgb_to_linear,
+    view_directions,
+)
+from ..core.shading.sh import project_equirect
+from ..core.shading.shadows import gaussian_blur, shadow_visibility
+from .imaging import check_image, check_mask, check_same_size, parse_color
+from .runtime import Runtime
+from .types import TaskBatch, require_batch
+
+NODE = "Sapiens2 Relight"
+
+
+def add_light(
+    lights: Sequence[DirectionalLight] | None,
+    azimuth: float,
+    elevation: float,
+    color: str,
+    intensity: float,
+) -> tuple[DirectionalLight, ...]:
+    """Append one directional light (colour given as sRGB text) to a chain of lights."""
+    srgb = torch.tensor(parse_color(color, "Sapiens2 Directional Light"))
+    linear = tuple(float(c) for c in srgb_to_linear(srgb))
+    light = DirectionalLight.from_angles(azimuth, elevation, color=linear, intensity=intensity)
+    return (*tuple(lights or ()), light)
+
+
+@dataclass
+class RelightSettings:
+    """Widget values of the Relight node (environment and ambient in linear radiance units)."""
+
+    environment_intensity: float = 1.0
+    environment_rotation: float = 0.0
+    environment_is_linear: bool = False
+    ambient: float = 0.0
+    ambient_color: str = "#ffffff"
+    specular: float = 0.0
+    shininess: float = 32.0
+    shadows: bool = True
+    shadow_softness: float = 1.0
+    exposure: float = 0.0
+
+
+def _as_tensor(value, device=None) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.to(device=device, dtype=torch.float32)
+    return torch.as_tensor(np.asarray(value), dtype=torch.float32, device=device)
+
+
+def _check_result_size(kind: str, value: torch.Tensor, h: int, w: int) -> None:
+    if tuple(value.shape[:2]) != (h, w):
+        raise ValueError(
+            f"{NODE}: the {kind} are {value.shape[1]}x{value.shape[0]} but the image is {w}x{h}; run the "
+            f"{kind} node on this same image"
+        )
+
+
+def environment_coefficients(
+    environment: torch.Tensor, settings: RelightSettings, index: int
+) -> torch.Tensor:
+    """SH coefficients (9, 3) of the environment image for batch entry ``index`` (a single map serves all)."""
+    env = check_image(environment, NODE)
+    env = env[min(index, env.shape[0] - 1)]
+    if env.shape[1] < 2 * env.shape[0] * 0.9 or env.shape[1] > 2 * env.shape[0] * 1.1:
+        raise ValueError(
+            f"{NODE}: the environment is {env.shape[1]}x{env.shape[0]}; an equirectangular (lat-long) HDRI is twice "
+            "as wide as it is high"
+        )
+    radiance = env if settings.environment_is_linear else srgb_to_linear(env)
+    return project_equirect(radiance * settings.environment_intensity, yaw_deg=settings.environment_rotation)
+
+
+def relight_batch(
+    normals: TaskBatch,
+    image: torch.Tensor,
+    *,
+    lights: Sequence[DirectionalLight] = (),
+    settings: RelightSettings | None = None,
+    albedo: torch.Tensor | None = None,
+    mask: torch.Tensor | None = None,
+    environment: torch.Tensor | None = None,
+    pointmap: TaskBatch | None = None,
+    background: torch.Tensor | None = None,
+    runtime: Runtime | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Relit IMAGE batch and an IC-Light style light map (white-albedo shading, backdrop gradient outside)."""
+    settings = settings or RelightSettings()
+    runtime = runtime or Runtime()
+    normals = require_batch(normals, "normal", NODE, "normals")
+    image = check_image(image, NODE)
+    b, h, w = image.shape[:3]
+    if len(normals) not in (1, b):
+        raise ValueError(f"{NODE}: {len(normals)} normal maps for {b} images; give one per image")
+    albedo = check_same_size("albedo", albedo, image, NODE) if albedo is not None else None
+    background = check_same_size("background", background, image, NODE) if background is not None else None
+    mask = check_mask(mask, image, NODE)
+    if pointmap is not None:
+        pointmap = require_batch(pointmap, "pointmap", NODE, "pointmap")
+    if not lights and environment is None and settings.ambient <= 0:
+        raise ValueError(f"{NODE}: no light: connect 'lights', an 'environment' image, or raise 'ambient'")
+    ambient_rgb = srgb_to_linear(torch.tensor(parse_color(settings.ambient_color, NODE))) * settings.ambient
+    gain = 2.0**settings.exposure
+    relit, light_maps = [], []
+    runtime.progress(0, b)
+    for i in range(b):
+        runtime.check_interrupt()
+        res = normals.results[min(i, len(normals) - 1)]
+        n = _as_tensor(res.normals)
+        _check_result_size("normals", n, h, w)
+        fg = _foreground(res, n, mask[i] if mask is not None else None)
+        base = albedo[i] if albedo is not None else image[i]
+        sh = environment_coefficients(environment, settings, i) if environment is not None else None
+        points, visibility = None, None
+        if pointmap is not None:
+            pm = pointmap.results[min(i, len(pointmap) - 1)]
+            points = _as_tensor(pm.points)
+            _check_result_size("pointmap", points, h, w)
+            if settings.shadows and lights:
+                visibility = torch.stack(
+                    [
+                        gaussian_blur(
+                            shadow_visibility(points, light.direction, pm.intrinsics, valid=fg > 0.5),
+                            settings.shadow_softness,
+                        )
+                        for light in lights
+                    ]
+                )
+        shaded = relight(
+            n,
+            srgb_to_linear(base),
+            lights=lights,
+            sh_coeffs=sh,
+            ambient=ambient_rgb,
+            specular=settings.specular,
+            shininess=settings.shininess,
+            view_dirs=view_directions(points, n) if points is not None else None,
+            visibility=visibility,
+        )
+        fg_srgb = linear_to_srgb(shaded.radiance * gain)
+        back = background[i] if background is not None else image[i]
+        relit.append(composite(fg_srgb, back, fg))
+        backdrop = relight(
+            backdrop_normals(h, w),
+            torch.ones(h, w, 3),
+            lights=lights,
+            sh_coeffs=sh,
+            ambient=ambient_rgb,
+        )
+        light_map = composite(shaded.shading + shaded.specular, backdrop.shading, fg)
+        light_maps.append(linear_to_srgb(light_map * gain))
+        runtime.progress(i + 1, b)
+    device = runtime.output_device
+    return torch.stack(relit).to(device), torch.stack(light_maps).to(device)
+
+
+def _foreground(result, normals: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Where to relight: the given MASK, else the normal result's own mask, else wherever normals are non-zero."""
+    if mask is not None:
+        return mask
+    own = getattr(result, "mask", None)
+    if own is not None:
+        return _as_tensor(own)
+    return (normals.norm(dim=-1) > 0.5).to(torch.float32)
+
+
+def describe_lights(lights: Sequence[DirectionalLight]) -> str:
+    """One line per light (direction as azimuth/elevation), for the node's text preview."""
+    lines = []
+    for light in lights:
+        x, y, z = (float(c) for c in light.unit_direction())
+        az = math.degrees(math.atan2(x, -z))
+        el = math.degrees(math.asin(max(-1.0, min(1.0, -y))))
+        lines.append(f"azimuth {az:.0f}°, elevation {el:.0f}°, intensity {light.intensity:g}")
+    return "\n".join(lines)
