@@ -44,14 +44,22 @@ class SequenceJob:
     fps: float = 24.0
 
     def __len__(self) -> int:
-        return len(self.frames) if self.video is None else self.frame_count()
+        return len(self.frames)
 
-    def frame_count(self) -> int:
+    def probe(self) -> None:
+        """For a video: read its frame rate (and check that it opens) before any frame is processed."""
         if self.video is None:
-            return len(self.frames)
+            return
         av = _require_av(self.video)
-        with av.open(str(self.video)) as container:
-            return int(container.streams.video[0].frames or 0)
+        try:
+            with av.open(str(self.video)) as container:
+                if not container.streams.video:
+                    raise InputError(f"{self.video}: the file has no video stream")
+                rate = container.streams.video[0].average_rate
+                if rate:
+                    self.fps = float(rate)
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{self.video}: cannot open video ({exc})") from None
 
     def iter_frames(self) -> Iterator[tuple[str, np.ndarray]]:
         """Yield (source name, RGB frame as uint8 or uint16)."""
@@ -64,8 +72,8 @@ class SequenceJob:
             with av.open(str(self.video)) as container:
                 for frame in container.decode(video=0):
                     yield self.video.name, frame.to_ndarray(format="rgb24")
-        except av.error.FFmpegError as exc:  # type: ignore[attr-defined]
-            raise InputError(f"{self.video}: cannot decode video ({exc})") from exc
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{self.video}: cannot decode video ({exc})") from None
 
 
 def _require_av(path: Path):

@@ -216,6 +216,7 @@ def _run_sequence(
     """Process a sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded."""
     from . import engine
 
+    sequence.probe()
     folder = out_dir / sequence.name
     fps = args.fps or sequence.fps
     writer = SequenceWriter(folder, sequence.name, fps)

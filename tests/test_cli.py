@@ -380,3 +380,27 @@ def test_pinhole_pointmap_reprojects_through_the_writer(tmp_path: Path) -> None:
     np.testing.assert_array_equal(np.floor(pu), np.floor(kp[ok, 0]))
     np.testing.assert_array_equal(np.floor(pv), np.floor(kp[ok, 1]))
     assert not ok[kp[:, 0] < 5].any()  # keypoints over the background have no 3D point
+
+
+def test_video_input(tmp_path: Path, capsys, checkpoints) -> None:
+    av = pytest.importorskip("av")
+    video = tmp_path / "clip.mp4"
+    with av.open(str(video), "w") as container:
+        stream = container.add_stream("mpeg4", rate=12)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(np.full((48, 64, 3), 40 * i, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    rc, err = _predict(capsys, tmp_path / "out", [str(video)], checkpoints, "seg", "--no-previews")
+    assert rc == 0, err
+    seq = read_sequence(tmp_path / "out" / "clip" / "clip.sequence.json")
+    assert seq.fps == 12.0 and seq.frame_numbers == [1, 2, 3]
+    first = seq.load(0)
+    assert (first.width, first.height, first.source_name) == (64, 48, "clip.mp4")
+    (tmp_path / "fake.mp4").write_bytes(b"not a video at all")
+    rc, err = _predict(capsys, tmp_path / "out2", [str(tmp_path / "fake.mp4")], checkpoints, "seg")
+    assert rc == 1 and "fake.mp4: cannot open video" in err
+    assert not (tmp_path / "out2" / "fake").exists()
