@@ -18,6 +18,7 @@ from ..core.formats.bundle import CaptureFrame, default_camera
 class RunOptions:
     flip_test: bool = False
     with_previews: bool = True
+    mesh_format: str | None = None  # "ply" | "glb" | None
 
 
 def _numpy(value: Any) -> np.ndarray:

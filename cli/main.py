@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
+    p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
     d.add_argument("--task", required=True, choices=(*TASKS, "pretrain"))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..core.formats.bundle import CaptureFrame, CapturePerson, write_bundle
+from ..core.formats.mesh import pointmap_to_mesh, write_mesh
 from . import previews
 
 KEYPOINTS_FORMAT = "sapiens2-keypoints"
@@ -72,9 +73,18 @@ def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
 
 
 def write_frame_outputs(
-    folder: Path, name: str, frame: CaptureFrame, image: np.ndarray, *, with_previews: bool = True
+    folder: Path,
+    name: str,
+    frame: CaptureFrame,
+    image: np.ndarray,
+    *,
+    with_previews: bool = True,
+    mesh_format: str | None = None,
 ) -> Path:
-    """Write `<name>.exr/.json`, `<name>.<layer>.png` and `<name>.keypoints.json`; returns the bundle JSON path."""
+    """Write `<name>.exr/.json`, `<name>.<layer>.png`, `<name>.keypoints.json` and optionally `<name>.ply|.glb`.
+
+    Returns the bundle JSON path.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:8]
     staged: list[tuple[Path, Path]] = []
@@ -88,6 +98,14 @@ def write_frame_outputs(
             tmp = folder / f".{name}.keypoints.{token}.tmp.json"
             tmp.write_text(json.dumps(keypoints_document(frame, name)), encoding="utf-8")
             staged.append((tmp, folder / f"{name}.keypoints.json"))
+        if mesh_format and frame.points is not None:
+            mesh = pointmap_to_mesh(
+                frame.points, colors=previews.to_uint8(image), mask=frame.mask, normals=frame.normals
+            )
+            if len(mesh.faces):
+                tmp = folder / f".{name}.{token}.tmp.{mesh_format}"
+                write_mesh(tmp, mesh)
+                staged.append((tmp, folder / f"{name}.{mesh_format}"))
         json_path = write_bundle(folder, name, frame)
         for tmp, final in staged:
             os.replace(tmp, final)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..core.formats.bundle import SequenceWriter
+from ..core.formats.exr import require_openexr
 from .inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
 from .main import UsageError, parse_checkpoint_overrides, parse_tasks
 from .outputs import write_frame_outputs
@@ -145,6 +146,9 @@ def run_predict(args: argparse.Namespace) -> int:
     from . import engine
 
     tasks = parse_tasks(args.tasks)
+    require_openexr()  # bundles need it: fail before any model runs
+    if args.mesh and "pointmap" not in tasks:
+        raise UsageError("--mesh needs the pointmap task; add pointmap to --tasks")
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     jobs = collect_inputs(args.inputs)
@@ -154,7 +158,9 @@ def run_predict(args: argparse.Namespace) -> int:
     models = load_models(paths, device, args.dtype, args.checkpoint_dir)
     out_dir = Path(args.out).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
-    options = engine.RunOptions(flip_test=args.flip_test, with_previews=not args.no_previews)
+    options = engine.RunOptions(
+        flip_test=args.flip_test, with_previews=not args.no_previews, mesh_format=args.mesh
+    )
 
     singles = [job for job in jobs if isinstance(job, ImageJob)]
     sequences = [job for job in jobs if isinstance(job, SequenceJob)]
@@ -183,7 +189,14 @@ def run_predict(args: argparse.Namespace) -> int:
                 warn=warnings.append,
             )
             for (job, image), frame in zip(loaded, frames):
-                write_frame_outputs(out_dir, job.name, frame, image, with_previews=options.with_previews)
+                write_frame_outputs(
+                    out_dir,
+                    job.name,
+                    frame,
+                    image,
+                    with_previews=options.with_previews,
+                    mesh_format=options.mesh_format,
+                )
                 written += 1
                 progress.update(1, job.name)
         for sequence in sequences:
@@ -241,7 +254,14 @@ def _run_sequence(
         for (_src, image), frame, number in zip(buffer, frames, numbers):
             frame.frame = number
             name = f"{sequence.name}_{number:04d}"
-            write_frame_outputs(folder, name, frame, image, with_previews=options.with_previews)
+            write_frame_outputs(
+                folder,
+                name,
+                frame,
+                image,
+                with_previews=options.with_previews,
+                mesh_format=options.mesh_format,
+            )
             writer.entries.append({"frame": number, "json": f"{name}.json"})
             progress.update(1, f"{sequence.name} #{number}")
         count += len(buffer)

@@ -363,7 +363,10 @@ def test_pinhole_pointmap_reprojects_through_the_writer(tmp_path: Path) -> None:
     }
     image = np.zeros((h, w, 3), np.uint8)
     frame = to_capture_frame(image, results, [], "synthetic.png")
-    back = read_bundle(write_frame_outputs(tmp_path, "pinhole", frame, image))
+    back = read_bundle(write_frame_outputs(tmp_path, "pinhole", frame, image, mesh_format="ply"))
+    header = (tmp_path / "pinhole.ply").read_bytes().split(b"end_header")[0].decode("ascii")
+    assert f"element vertex {int((labels > 0).sum())}" in header  # one vertex per foreground pixel
+    assert f"element face {2 * (h - 1) * (w - 6)}" in header  # smooth surface: every foreground quad kept
     cam = back.camera
     assert (cam["fx"], cam["fy"], cam["cx"], cam["cy"], cam["source"]) == (fx, fy, cx, cy, "pointmap")
     valid = back.points[..., 2] > 0
@@ -404,3 +407,15 @@ def test_video_input(tmp_path: Path, capsys, checkpoints) -> None:
     rc, err = _predict(capsys, tmp_path / "out2", [str(tmp_path / "fake.mp4")], checkpoints, "seg")
     assert rc == 1 and "fake.mp4: cannot open video" in err
     assert not (tmp_path / "out2" / "fake").exists()
+
+
+def test_usage_errors_before_any_work(tmp_path: Path, capsys, checkpoints, monkeypatch) -> None:
+    _write_image(tmp_path / "a.png", 32, 32, "RGB")
+    rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--mesh", "ply")
+    assert rc == 2 and "--mesh needs the pointmap task" in err
+    rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--checkpoint", "seg")
+    assert rc == 2 and "--checkpoint expects TASK=PATH" in err
+    monkeypatch.setitem(sys.modules, "OpenEXR", None)  # as if the optional package were not installed
+    rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg")
+    assert rc == 1 and 'pip install "sapiens2-studio[exr]"' in err
+    assert not (tmp_path / "out").exists()
