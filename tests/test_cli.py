@@ -411,9 +411,13 @@ def test_video_input(tmp_path: Path, capsys, checkpoints) -> None:
 
 def test_usage_errors_before_any_work(tmp_path: Path, capsys, checkpoints, monkeypatch) -> None:
     _write_image(tmp_path / "a.png", 32, 32, "RGB")
-    rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--mesh", "ply")
+    rc, err = _predict(
+        capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--mesh", "ply"
+    )
     assert rc == 2 and "--mesh needs the pointmap task" in err
-    rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--checkpoint", "seg")
+    rc, err = _predict(
+        capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--checkpoint", "seg"
+    )
     assert rc == 2 and "--checkpoint expects TASK=PATH" in err
     monkeypatch.setitem(sys.modules, "OpenEXR", None)  # as if the optional package were not installed
     rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg")
