@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Literal
 
 import numpy as np
+import torch
 
 from .postprocess import Intrinsics
 from .results import PersonPose, PointmapResult, PoseResult
@@ -187,14 +188,20 @@ def smooth_scales(
 
 
 def rescale_pointmap(result: PointmapResult, new_scale: float) -> PointmapResult:
-    """Re-express a pointmap with another scale: metric = canonical / scale, so points × old/new, and the
-    implied focal length scales the same way (fx ∝ 1 / scale); the principal point is unchanged."""
+    """Re-express a pointmap with another scale, keeping every point on its pixel's ray.
+
+    Sapiens2 ties both the depth and the focal length to the scale: Z = Z_canonical / s and
+    fx = 768 / (s·r). Changing s to s' therefore multiplies the depth by s / s' and the focal length by s / s',
+    while X and Y stay put (X = (u − cx)·Z / fx is unchanged when Z and fx scale together), so the points still
+    reproject to their pixels with the new intrinsics.
+    """
     if not new_scale > 0:
         raise ValueError(f"scale must be positive, got {new_scale}")
     ratio = result.scale / new_scale
     fx, fy, cx, cy = result.intrinsics
     intr = Intrinsics(fx * ratio, fy * ratio, cx, cy).as_tuple()
-    return replace(result, points=result.points * ratio, scale=float(new_scale), intrinsics=intr)
+    factor = torch.tensor([1.0, 1.0, ratio], dtype=result.points.dtype, device=result.points.device)
+    return replace(result, points=result.points * factor, scale=float(new_scale), intrinsics=intr)
 
 
 def smooth_pointmap_sequence(
