@@ -108,3 +108,11 @@ def test_torch_compile_matches(gqa_model_state):
         except Exception as exc:  # no C++ toolchain, unsupported platform
             pytest.skip(f"torch.compile unavailable here: {type(exc).__name__}: {str(exc)[:200]}")
     assert rel(out, ref) < 1e-4
+
+
+def test_auto_batch_size_on_cpu_is_the_cpu_default(gqa_model_state):
+    from sapiens2_studio.core.arch.batching import auto_batch_size
+
+    model = load_model(gqa_model_state)
+    assert auto_batch_size(model, 128, 96) == 1
+    assert auto_batch_size(model, 128, 96, cpu_batch=4) == 4

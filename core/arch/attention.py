@@ -22,8 +22,11 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, backend: str = "sdpa", pad_head_d
 
     `pad_head_dim_to`: zero-pad D up to a multiple of this (e.g. 8 for the 5B model's head_dim 76) so fused
     kernels accept it; zero columns change neither q·k nor the attention-weighted v, and the scale stays 1/sqrt(D).
+    On CUDA a head_dim that is not a multiple of 8 is padded to 8 automatically (flash/cuDNN need it).
     """
     head_dim = q.shape[-1]
+    if not pad_head_dim_to and q.is_cuda and head_dim % 8:
+        pad_head_dim_to = 8
     if backend == "math":
         scores = (q.float() @ k.float().transpose(-2, -1)) * (head_dim**-0.5)
         return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
