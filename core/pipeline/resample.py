@@ -8,8 +8,9 @@ on uint8 images. We reproduce their sampling geometry exactly and their arithmet
   when any axis grows (that is what cv2 does — it is not an area average then);
 - warpAffine: the inverse map in float64, source coordinates quantised to 1/32 pixel exactly like OpenCV's
   fixed-point remap (INTER_BITS = 5), constant-0 border, bilinear or bicubic (A = −0.75) taps.
-OpenCV's fixed-point coefficients (11 / 15 bits) are not emulated; on 8-bit images this leaves rare ±1 grey
-level differences (measured numbers in docs/pipeline.md).
+For 8-bit sources (`quantize=True`) INTER_LINEAR resize emulates OpenCV's fixed-point arithmetic bit for bit;
+cubic / area resize and the warp use float weights and round, which leaves rare ±1 grey-level differences
+(measured numbers in docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -90,12 +91,56 @@ def _apply_taps(x: Tensor, dim: int, idx: np.ndarray, wts: np.ndarray) -> Tensor
     return out
 
 
+def _linear_coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """cv2's INTER_LINEAR taps for 8-bit images: source index, next index, 11-bit weights (int64)."""
+    scale = 1.0 / (out_size / in_size)
+    d = np.arange(out_size, dtype=np.float64)
+    f = ((d + 0.5) * scale - 0.5).astype(np.float32)
+    s = np.floor(f).astype(np.int64)
+    f = (f - s.astype(np.float32)).astype(np.float32)
+    low = s < 0
+    f = np.where(low, np.float32(0), f)
+    s = np.where(low, 0, s)
+    high = s >= in_size - 1
+    f = np.where(high, np.float32(0), f)
+    s = np.where(high, in_size - 1, s)
+    w1 = np.rint(f * np.float32(2048)).astype(np.int64)
+    w0 = np.rint((np.float32(1) - f) * np.float32(2048)).astype(np.int64)
+    w0 = np.where(high, 2048, w0)
+    return s, np.minimum(s + 1, in_size - 1), np.stack([w0, w1])
+
+
+def _resize_linear_u8(x: Tensor, out_h: int, out_w: int) -> Tensor:
+    """Bit-exact emulation of cv2.resize INTER_LINEAR on uint8 (OpenCV 4.x): 11-bit fixed-point weights, then
+    the SIMD vertical pass `((S0 >> 4)·b0 >> 16 + (S1 >> 4)·b1 >> 16 + 2) >> 2` (verified on the fixtures)."""
+    _, _, in_h, in_w = x.shape
+    dev = x.device
+    xi = x.to(torch.int64)
+    c0, c1, wx = (torch.from_numpy(a).to(dev) for a in _linear_coefficients(in_w, out_w))
+    rows = xi.index_select(3, c0) * wx[0] + xi.index_select(3, c1) * wx[1]  # (B, C, H, out_w), ×2048
+    # vertical weights: like the columns, but cv2 keeps the fraction at the bottom edge (rows are clipped)
+    f = ((np.arange(out_h) + 0.5) * (1.0 / (out_h / in_h)) - 0.5).astype(np.float32)
+    sy = np.floor(f).astype(np.int64)
+    fy = (f - sy.astype(np.float32)).astype(np.float32)
+    b1 = torch.from_numpy(np.rint(fy * np.float32(2048)).astype(np.int64)).to(dev).reshape(1, 1, -1, 1)
+    b0 = torch.from_numpy(np.rint((np.float32(1) - fy) * np.float32(2048)).astype(np.int64)).to(dev)
+    b0 = b0.reshape(1, 1, -1, 1)
+    s0 = rows.index_select(2, torch.from_numpy(np.clip(sy, 0, in_h - 1)).to(dev))
+    s1 = rows.index_select(2, torch.from_numpy(np.clip(sy + 1, 0, in_h - 1)).to(dev))
+    out = ((((s0 >> 4) * b0) >> 16) + (((s1 >> 4) * b1) >> 16) + 2) >> 2
+    return out.clamp(0, 255).to(x.dtype)
+
+
 def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: bool = False) -> Tensor:
     """Resize (B, C, H, W) float images in 0–255 units like `cv2.resize(img, (w, h), interpolation=mode)`."""
     out_h, out_w = int(size_hw[0]), int(size_hw[1])
     in_h, in_w = int(x.shape[-2]), int(x.shape[-1])
     if (out_h, out_w) == (in_h, in_w):
         return x.clone()
+    if mode == "linear" and in_w == 2 * out_w and in_h == 2 * out_h:
+        mode = "area"  # cv2 switches an exact 2× linear downscale to its (identical, faster) area path
+    if mode == "linear" and quantize:
+        return _resize_linear_u8(x, out_h, out_w)
     if mode == "linear":
         y = F.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners=False)
     elif mode == "cubic":
@@ -107,6 +152,8 @@ def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: b
             taps_w, taps_h = _area_mode_linear_taps(in_w, out_w), _area_mode_linear_taps(in_h, out_h)
         y = _apply_taps(x, -1, *taps_w)
         y = _apply_taps(y, -2, *taps_h)
+        if quantize and in_w == 2 * out_w and in_h == 2 * out_h:
+            return torch.floor(y.clamp(0.0, 255.0) + 0.5)  # cv2's 2×2 fast path rounds halves up
     else:
         raise ValueError(f"unknown resize mode {mode!r}; use 'linear', 'cubic' or 'area'")
     return _finish(y, quantize)
