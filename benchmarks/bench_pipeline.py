@@ -9,7 +9,7 @@ starve the model. The goal on GPU is end-to-end ≥ 0.9 × model-only. Three num
 - `with_outputs` (optional, `--outputs`): the CLI path, plus writing the capture bundle and PNG previews.
 
 Models are synthetic (official key layout, seeded random weights): `--preset tiny` (embed 32, depth 2) or
-`--preset 0.1b` (the 0.1B backbone dimensions with 0.4B-like head widths), or pass real checkpoints with
+`--preset 0.1b` (the 0.1B backbone: embed 768, depth 12, head_dim 64; all head widths 64 to stay CPU-sized), or pass real checkpoints with
 `--checkpoint TASK=PATH`.
 
     python benchmarks/bench_pipeline.py --device cpu --preset tiny --tasks seg,normal,pose --iters 3
@@ -36,7 +36,7 @@ from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
 
 PRESETS = {
     "tiny": {},
-    "0.1b": {"embed_dim": 768, "depth": 12, "head_dim": 64, "head_width": 256},
+    "0.1b": {"embed_dim": 768, "depth": 12, "head_dim": 64, "head_width": 64},
 }
 
 

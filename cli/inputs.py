@@ -181,7 +181,10 @@ def _unique_names(jobs: list[ImageJob | SequenceJob]) -> None:
     """Sanitise names and make them unique (photo, photo_2, …) so outputs never overwrite each other."""
     seen: set[str] = set()
     for job in jobs:
-        base = sanitize_name(job.name) if job.name.strip("._ ") else "image"
+        try:
+            base = sanitize_name(job.name)
+        except ValueError:  # e.g. a name made only of non-ASCII characters
+            base = "sequence" if isinstance(job, SequenceJob) else "image"
         name, counter = base, 2
         while name.lower() in seen:
             name = f"{base}_{counter}"

@@ -47,6 +47,10 @@ def test_bare_numbers_use_folder_name_and_names_are_unique(tmp_path: Path) -> No
     )
     names = sorted(j.name for j in jobs)
     assert names == ["clip", "photo", "photo_2"]
+    _save(tmp_path / "Фото.png")
+    _save(tmp_path / "моё фото.png")
+    jobs = collect_inputs([str(tmp_path / "Фото.png"), str(tmp_path / "моё фото.png")])
+    assert [j.name for j in jobs] == ["image", "image_2"]  # ASCII-only bundle names, never an error
 
 
 def test_image_modes_load_as_rgb(tmp_path: Path) -> None:
