@@ -40,7 +40,8 @@ def shadow_visibility(
         intrinsics: ``(fx, fy, cx, cy)`` of the pointmap grid.
         valid: optional ``(H, W)`` bool mask of pixels that hold geometry (others neither cast nor receive).
         steps: samples along each ray; more steps catch thinner occluders.
-        max_distance: ray length in metres; default: half the depth range of the valid points, at least 0.25 m.
+        max_distance: ray length in metres; default: the diagonal of the valid points' bounding box (no occluder
+            can be farther away than that).
         bias: depth tolerance against self-shadowing; default 1 % of the median depth.
         thickness: assumed thickness of visible surfaces; default 25 % of the median depth.
     """
@@ -59,7 +60,9 @@ def shadow_visibility(
     z_valid = depth[ok]
     median = float(z_valid.median())
     if max_distance is None:
-        max_distance = max(0.25, 0.5 * float(z_valid.max() - z_valid.min()))
+        valid_points = pts[ok]
+        extent = valid_points.amax(dim=0) - valid_points.amin(dim=0)
+        max_distance = max(1e-3, float(extent.norm()))
     bias = 0.01 * median if bias is None else bias
     thickness = 0.25 * median if thickness is None else thickness
     fx, fy, cx, cy = (float(v) for v in intrinsics)

@@ -1,0 +1,488 @@
+"""Unit tests of every ComfyUI node's logic through core, without ComfyUI (plain Runtime, tiny real checkpoints)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sapiens2_studio.comfy_nodes import (
+    boxes,
+    draw_pose,
+    export_logic,
+    imaging,
+    loader_logic,
+    mask_logic,
+    pose_logic,
+    relight_logic,
+    task_logic,
+)
+from sapiens2_studio.comfy_nodes.normal_images import CONVENTIONS, normal_images
+from sapiens2_studio.comfy_nodes.runtime import Runtime, run_chunked
+from sapiens2_studio.comfy_nodes.types import TaskBatch, require_task
+from sapiens2_studio.core import CheckpointError
+from sapiens2_studio.core.pipeline.results import (
+    NormalResult,
+    PersonPose,
+    PointmapResult,
+    PoseResult,
+    SegResult,
+)
+
+
+@pytest.fixture(scope="module")
+def models(tiny_checkpoints):
+    return {t: loader_logic.load_sapiens2(p) for t, p in tiny_checkpoints.items() if t != "pretrain"}
+
+
+@pytest.fixture(scope="module")
+def image():
+    return torch.rand(2, 48, 32, 3, generator=torch.Generator().manual_seed(0))
+
+
+@pytest.fixture(scope="module")
+def person_mask():
+    mask = torch.zeros(2, 48, 32)
+    mask[:, 10:40, 8:24] = 1
+    return mask
+
+
+@pytest.fixture(scope="module")
+def dense_results(models, image, person_mask):
+    """Normals (masked) and pointmap of the 2-image batch, computed once for several tests."""
+    runtime = Runtime()
+    normals = task_logic.dense(models["normal"], "normal", image, mask=person_mask, runtime=runtime, node="N")
+    pointmap = task_logic.dense(
+        models["pointmap"], "pointmap", image, mask=person_mask, runtime=runtime, node="P"
+    )
+    return normals, pointmap
+
+
+class RecordingRuntime(Runtime):
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def progress(self, done, total):
+        self.calls.append((done, total))
+
+
+# ----------------------------------------------------------------------------------------------- runtime
+
+
+def test_run_chunked_halves_the_chunk_on_out_of_memory_and_says_so():
+    seen = []
+
+    def work(start, stop):
+        seen.append(stop - start)
+        if stop - start > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
+        return list(range(start, stop))
+
+    runtime = RecordingRuntime()
+    assert run_chunked(7, 8, work, runtime) == list(range(7))
+    assert seen[:3] == [7, 4, 2]
+    assert any("retrying with 4" in n for n in runtime.notes) and any(
+        "retrying with 2" in n for n in runtime.notes
+    )
+    assert runtime.calls[-1] == (7, 7)
+
+
+def test_run_chunked_errors_are_clear():
+    with pytest.raises(ValueError, match="the batch is empty"):
+        run_chunked(0, 4, lambda a, b: [], Runtime())
+
+    def always_oom(start, stop):
+        raise RuntimeError("CUDA error: out of memory")
+
+    with pytest.raises(RuntimeError, match="out of memory even with one image per chunk"):
+        run_chunked(3, 1, always_oom, Runtime())
+
+    def broken(start, stop):
+        raise KeyError("not an OOM")
+
+    with pytest.raises(KeyError):
+        run_chunked(3, 2, broken, Runtime())
+
+
+# ------------------------------------------------------------------------------------------------ loader
+
+
+def test_loader_reads_task_and_size_from_the_weights(models, tiny_checkpoints):
+    loaded = models["pose"]
+    assert loaded.task == "pose" and loaded.spec.size == "custom"
+    assert loaded.dtype == torch.float32  # auto on the CPU
+    record = loaded.model_record()
+    assert record["checkpoint"] == tiny_checkpoints["pose"].name and record["path"] == str(
+        tiny_checkpoints["pose"]
+    )
+    assert len(loader_logic.checkpoint_sha256(record)) == 64
+    assert loader_logic.resolve_dtype("auto", torch.device("cuda"), bf16_supported=True) == torch.bfloat16
+    assert loader_logic.resolve_dtype("auto", torch.device("cuda"), bf16_supported=False) == torch.float16
+    assert loader_logic.resolve_dtype("fp16", torch.device("cpu")) == torch.float16
+    with pytest.raises(ValueError, match="unknown dtype 'int8'"):
+        loader_logic.resolve_dtype("int8", torch.device("cpu"))
+    math_model = loader_logic.load_sapiens2(tiny_checkpoints["seg"], attention="math", dtype="bf16")
+    assert math_model.attention == "math" and math_model.model.dtype == torch.bfloat16
+
+
+def test_loader_missing_and_wrong_checkpoints(tmp_path, models):
+    with pytest.raises(CheckpointError, match="checkpoint not found"):
+        loader_logic.load_sapiens2(tmp_path / "nope.safetensors")
+    with pytest.raises(
+        ValueError, match=r"needs a Sapiens2 pose \(308 keypoints\) model, but the connected model is"
+    ):
+        require_task(models["seg"], "pose", "Sapiens2 Pose")
+    with pytest.raises(TypeError, match="Load Sapiens2 Model"):
+        require_task("not a model", "pose", "Sapiens2 Pose")
+    with pytest.raises(ValueError, match="unknown task"):
+        loader_logic.download("depth", "1b", tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------- imaging
+
+
+def test_image_and_mask_checks():
+    with pytest.raises(ValueError, match="image batch is empty"):
+        imaging.check_image(torch.zeros(0, 8, 8, 3), "N")
+    with pytest.raises(ValueError, match=r"expected an IMAGE batch \(B, H, W, 3\)"):
+        imaging.check_image(torch.zeros(8, 8, 3), "N")
+    img = torch.zeros(2, 8, 6, 3)
+    with pytest.raises(ValueError, match="mask is 64x64 but the image is 6x8"):
+        imaging.check_mask(torch.zeros(1, 64, 64), img, "N")
+    with pytest.raises(ValueError, match="mask has 3 entries but the image batch has 2"):
+        imaging.check_mask(torch.zeros(3, 8, 6), img, "N")
+    assert imaging.check_mask(torch.ones(8, 6), img, "N").shape == (2, 8, 6)
+
+
+def test_grow_shrink_feather_and_colours():
+    m = torch.zeros(11, 11)
+    m[5, 5] = 1
+    grown = imaging.grow_mask(m, 2)
+    assert int(grown.sum()) == 25 and grown[3, 3] == 1 and grown[2, 5] == 0
+    assert torch.equal(imaging.grow_mask(grown, -2), m)
+    soft = imaging.feather_mask(grown, 1.0)
+    assert 0 < float(soft[2, 5]) < 1 and float(soft.max()) <= 1
+    assert imaging.parse_color("#ff8000") == pytest.approx((1.0, 128 / 255, 0.0))
+    assert imaging.parse_color("255, 0, 0") == (1.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="cannot read the colour 'orange'"):
+        imaging.parse_color("orange")
+    labels = torch.tensor([[0, 23], [4, 28]])
+    colours = imaging.colorize_labels(labels)
+    palette = imaging.seg_metadata()["palette_rgb"]
+    assert colours[0, 1].tolist() == pytest.approx([c / 255 for c in palette[23]])
+
+
+def test_depth_preview_uses_one_range_for_the_batch():
+    d1 = torch.full((4, 4), 1.0)
+    d2 = torch.full((4, 4), 3.0)
+    valid = [torch.ones(4, 4, dtype=torch.bool)] * 2
+    joint = imaging.depth_preview([d1, d2], valid)
+    assert float(joint[0].mean()) > 0.9 and float(joint[1].mean()) < 0.1  # near bright
+    separate = imaging.depth_preview([d1, d2], valid, per_image=True)
+    assert float(separate[0].mean()) == pytest.approx(float(separate[1].mean()))
+
+
+# ------------------------------------------------------------------------------------------------- boxes
+
+
+def test_bounding_box_values_of_comfyui_core_and_lists():
+    core = [[{"x": 10, "y": 5, "width": 20, "height": 30}], []]
+    assert boxes.boxes_per_image(core, 2, 100, 100, "N") == [[(10.0, 5.0, 30.0, 35.0)], []]
+    single = {"x": 0, "y": 0, "width": 500, "height": 50}
+    assert boxes.boxes_per_image(single, 3, 100, 80, "N") == [[(0.0, 0.0, 100.0, 50.0)]] * 3
+    assert boxes.boxes_per_image([[1, 2, 11, 12], [20, 20, 40, 40]], 1, 64, 64, "N") == [
+        [(1.0, 2.0, 11.0, 12.0), (20.0, 20.0, 40.0, 40.0)]
+    ]
+    assert boxes.boxes_per_image(None, 2, 10, 10, "N") is None
+    assert boxes.boxes_per_image([], 2, 10, 10, "N") is None
+    with pytest.raises(ValueError, match="needs numeric x, y, width and height"):
+        boxes.boxes_per_image([{"x": 1}], 1, 10, 10, "N")
+
+
+# ------------------------------------------------------------------------------------------- task nodes
+
+
+def test_segment_outputs_and_body_part_masks(models, image):
+    seg, preview, person = task_logic.segment(models["seg"], image, runtime=Runtime(), chunk_size=1)
+    assert len(seg) == 2 and seg.results[0].labels.shape == (48, 32)
+    assert preview.shape == (2, 48, 32, 3) and person.shape == (2, 48, 32)
+    assert torch.equal(person[0] > 0.5, seg.results[0].labels > 0)
+    assert seg.model["task"] == "seg"
+    with pytest.raises(ValueError, match="needs a Sapiens2 segmentation"):
+        task_logic.segment(models["normal"], image, runtime=Runtime())
+    with pytest.raises(ValueError, match="image batch is empty"):
+        task_logic.segment(models["seg"], image[:0], runtime=Runtime())
+
+
+def test_body_part_mask_presets_grow_and_invert():
+    labels = torch.zeros(20, 20, dtype=torch.int64)
+    labels[2:8, 2:8] = 23  # Upper_Clothing
+    labels[10:14, 10:14] = 15  # Right_Hand
+    labels[15:18, 2:5] = 3  # Face_Neck
+    seg = TaskBatch("seg", [SegResult(labels)])
+    upper = mask_logic.body_part_mask(seg, preset="upper_clothes")
+    assert int(upper.sum()) == 36
+    tryon = mask_logic.body_part_mask(seg, preset="tryon_upper")
+    assert float(tryon[0, 12, 12]) == 0.0 and float(tryon[0, 16, 3]) == 0.0  # never hands or face
+    custom = mask_logic.body_part_mask(seg, preset=mask_logic.CUSTOM, classes="hands, 3")
+    assert int(custom.sum()) == 16 + 9
+    minus = mask_logic.body_part_mask(seg, preset="person", exclude="hands")
+    assert int(minus.sum()) == 36 + 9
+    grown = mask_logic.body_part_mask(seg, preset="upper_clothes", grow=1, invert=True)
+    assert int((1 - grown).sum()) == 64
+    assert mask_logic.PRESETS[0].startswith("tryon_")
+    with pytest.raises(ValueError, match="unknown segmentation class 'sleeves'"):
+        mask_logic.body_part_mask(seg, preset="upper_clothes", classes="sleeves")
+    with pytest.raises(ValueError, match="the selection is empty"):
+        mask_logic.body_part_mask(seg, preset=mask_logic.CUSTOM)
+    with pytest.raises(TypeError, match="'seg' needs Sapiens2 segmentation"):
+        mask_logic.body_part_mask(TaskBatch("normal", [object()]), preset="hair")
+
+
+def test_dense_tasks_with_masks(models, image, person_mask, dense_results):
+    mask = person_mask
+    normals, pointmap = dense_results
+    n = normals.results[0].normals
+    assert n.shape == (48, 32, 3)
+    assert torch.allclose(n.norm(dim=-1), torch.ones(48, 32), atol=1e-4)
+    assert torch.equal(normals.results[1].mask, mask[1] > 0.5)
+    maps = normal_images(normals, CONVENTIONS[0])
+    assert maps.shape == (2, 48, 32, 3) and float(maps[0, 0, 0].abs().sum()) == 0.0  # masked out = black
+    preview, valid = task_logic.pointmap_previews(
+        pointmap, near_bright=True, per_image=False, output_device="cpu"
+    )
+    assert preview.shape == (2, 48, 32, 3) and float(valid[0, 0, 0]) == 0.0
+    with pytest.raises(ValueError, match="mask is 16x16 but the image is 32x48"):
+        task_logic.dense(
+            models["normal"], "normal", image, mask=torch.ones(1, 16, 16), runtime=Runtime(), node="N"
+        )
+    with pytest.raises(ValueError, match="needs a Sapiens2 surface normals model"):
+        task_logic.dense(models["pointmap"], "normal", image, runtime=Runtime(), node="N")
+
+
+def test_normal_conventions_colour_a_camera_facing_surface():
+    n = torch.tensor([0.0, 0.0, -1.0]).expand(4, 4, 3)
+    batch = TaskBatch("normal", [NormalResult(n.clone())])
+    opengl = normal_images(batch, "opengl (blender camera, y up)")[0, 0, 0]
+    assert opengl.tolist() == pytest.approx([0.5, 0.5, 1.0])
+    raw = normal_images(batch, "opencv (raw Sapiens2 frame)")[0, 0, 0]
+    assert raw.tolist() == pytest.approx([0.5, 0.5, 0.0])
+    with pytest.raises(ValueError, match="unknown normal convention"):
+        normal_images(batch, "weird")
+
+
+def test_pose_with_given_boxes_and_keypoint_flavours(models):
+    img = torch.rand(1, 64, 48, 3, generator=torch.Generator().manual_seed(2))
+    bboxes = [[{"x": 4, "y": 4, "width": 20, "height": 40}, {"x": 24, "y": 10, "width": 20, "height": 50}]]
+    batch = task_logic.pose(models["pose"], img, bboxes=bboxes, flip_test=False, runtime=Runtime())
+    people = batch.results[0].people
+    assert len(people) == 2 and people[0].bbox_source == "given" and people[0].keypoints.shape == (308, 3)
+    core = pose_logic.pose_keypoint_frames(batch)
+    assert core[0]["canvas_width"] == 48 and len(core[0]["people"]) == 2
+    assert (
+        len(core[0]["people"][0]["pose_keypoints_2d"]) == 54 and "foot_keypoints_2d" in core[0]["people"][0]
+    )
+    aux = pose_logic.pose_keypoint_frames(batch, flavour=pose_logic.FLAVOURS[1], threshold=0.0)
+    confidences = aux[0]["people"][0]["pose_keypoints_2d"][2::3]
+    assert set(confidences) <= {0.0, 1.0}
+    json.dumps(core)  # plain JSON-able Python, as POSE_KEYPOINT consumers expect
+    with pytest.raises(ValueError, match="needs a Sapiens2 segmentation"):
+        task_logic.pose(models["pose"], img, seg_model=models["normal"], flip_test=False, runtime=Runtime())
+
+
+def test_pose_boxes_from_a_segmentation_model(models):
+    img = torch.rand(1, 40, 40, 3, generator=torch.Generator().manual_seed(3))
+    seg = TaskBatch("seg", [SegResult(torch.zeros(40, 40, dtype=torch.int64))])
+    seg.results[0].labels[5:35, 10:30] = 22
+    batch = task_logic.pose(models["pose"], img, seg=seg, flip_test=False, runtime=Runtime())
+    person = batch.results[0].people[0]
+    assert person.bbox_source == "seg"
+    assert person.bbox[0] == pytest.approx(10, abs=1.5) and person.bbox[3] == pytest.approx(35, abs=1.5)
+
+
+def test_draw_pose_renders_both_styles():
+    kp = np.zeros((308, 3), dtype=np.float32)
+    kp[5] = (10, 10, 0.9)  # left shoulder
+    kp[7] = (10, 30, 0.9)  # left elbow
+    pose = TaskBatch("pose", [PoseResult([PersonPose((0, 0, 40, 40), kp)], (40, 40))])
+    img = pose_logic.render(pose=pose, stick_width=3)
+    assert (
+        img.shape == (1, 40, 40, 3) and float(img[0, 20, 10].sum()) > 0 and float(img[0, 35, 35].sum()) == 0
+    )
+    frame = {
+        "people": [{"pose_keypoints_2d": [20, 5, 1, 20, 20, 1] + [0, 0, 0] * 16}],
+        "canvas_width": 32,
+        "canvas_height": 32,
+    }
+    out = pose_logic.render(keypoints=[frame], stick_width=4)
+    expected = np.array(draw_pose.OPENPOSE_COLORS[12]) * 0.6 / 255  # limb neck->nose colour, dimmed
+    assert out[0, 12, 20].numpy() == pytest.approx(expected, abs=0.01)
+    normalised = json.loads(json.dumps(frame))
+    normalised["people"][0]["pose_keypoints_2d"][:6] = [0.625, 0.15625, 1, 0.625, 0.625, 1]
+    assert torch.allclose(pose_logic.render(keypoints=[normalised], stick_width=4), out, atol=0.02)
+    with pytest.raises(ValueError, match="connect 'keypoints'"):
+        pose_logic.render()
+    with pytest.raises(ValueError, match="the image is 8x8 but the pose canvas is 32x32"):
+        pose_logic.render(keypoints=[frame], image=torch.zeros(1, 8, 8, 3))
+
+
+# ---------------------------------------------------------------------------------------------- relight
+
+
+def sphere_batch(size=33):
+    c = (torch.arange(size) + 0.5) / size * 2 - 1
+    y, x = torch.meshgrid(c, c, indexing="ij")
+    inside = x * x + y * y < 1
+    n = torch.stack([x, y, -torch.sqrt((1 - x * x - y * y).clamp_min(0))], -1) * inside[..., None]
+    return TaskBatch("normal", [NormalResult(n.float(), inside)]), inside
+
+
+def test_relight_node_logic_matches_lambert_and_keeps_the_background():
+    normals, inside = sphere_batch()
+    image = torch.full((1, 33, 33, 3), 0.25)
+    albedo = torch.ones(1, 33, 33, 3)
+    lights = relight_logic.add_light(None, 0.0, 0.0, "#ffffff", 1.0)
+    settings = relight_logic.RelightSettings(ambient=0.0)
+    relit, light_map = relight_logic.relight_batch(
+        normals, image, lights=lights, settings=settings, albedo=albedo
+    )
+    expected = (-normals.results[0].normals[..., 2]).clamp_min(0)  # light from the camera: cos = -n_z
+    from sapiens2_studio.core.shading.relight import srgb_to_linear
+
+    assert torch.allclose(srgb_to_linear(relit[0, ..., 0])[inside], expected[inside], atol=2e-3)
+    assert torch.allclose(relit[0][~inside], image[0][~inside])  # background untouched
+    assert light_map.shape == relit.shape and float(light_map[0, 0, 0, 0]) > 0  # backdrop gradient, not black
+    two = relight_logic.add_light(lights, 90.0, 0.0, "255,0,0", 0.5)
+    assert len(two) == 2 and "azimuth 90°" in relight_logic.describe_lights(two)
+
+
+def test_relight_environment_shadows_and_errors():
+    normals, inside = sphere_batch(24)
+    image = torch.full((1, 24, 24, 3), 0.5)
+    env = torch.full((1, 16, 32, 3), 0.5)
+    settings = relight_logic.RelightSettings(ambient=0.0, environment_is_linear=True)
+    relit, _ = relight_logic.relight_batch(normals, image, environment=env, settings=settings, albedo=image)
+    from sapiens2_studio.core.shading.relight import linear_to_srgb, srgb_to_linear
+
+    uniform = linear_to_srgb(srgb_to_linear(torch.tensor(0.5)) * 0.5)
+    assert torch.allclose(relit[0][inside], uniform.expand(int(inside.sum()), 3), atol=3e-3)
+    with pytest.raises(ValueError, match="no light"):
+        relight_logic.relight_batch(normals, image, settings=relight_logic.RelightSettings(ambient=0.0))
+    with pytest.raises(ValueError, match="twice as wide as it is high"):
+        relight_logic.relight_batch(normals, image, environment=torch.ones(1, 16, 16, 3))
+    with pytest.raises(ValueError, match="the normals are 24x24 but the image is 12x12"):
+        relight_logic.relight_batch(normals, torch.ones(1, 12, 12, 3), settings=settings, environment=env)
+    # Shadows: a wall with a ball in front; light from the left darkens the wall right of the ball.
+    size, f = 40, 40.0
+    c = (torch.arange(size) + 0.5 - size / 2) / f
+    yy, xx = torch.meshgrid(c, c, indexing="ij")
+    rays = torch.stack([xx, yy, torch.ones_like(xx)], -1)
+    depth = torch.full((size, size), 2.0)
+    ball = (xx**2 + yy**2) < 0.1**2
+    depth[ball] = 1.5
+    points = rays * depth[..., None]
+    wall_normals = torch.tensor([0.0, 0.0, -1.0]).expand(size, size, 3).clone()
+    nb = TaskBatch("normal", [NormalResult(wall_normals)])
+    pm = TaskBatch("pointmap", [PointmapResult(points, 1.0, (f, f, size / 2, size / 2))])
+    lit = relight_logic.add_light(None, -45.0, 0.0, "#ffffff", 1.0)
+    shadow_settings = relight_logic.RelightSettings(ambient=0.0, shadow_softness=0.0)
+    out, _ = relight_logic.relight_batch(
+        nb, torch.ones(1, size, size, 3), lights=lit, settings=shadow_settings, pointmap=pm
+    )
+    # The ball's shadow on the wall: x in [0.35, 0.65] m at z = 2 m, i.e. columns 27..33; 27..30 must be dark.
+    behind = out[0, 20, 27:31, 0]
+    free = out[0, 20, 2:6, 0]
+    assert float(behind.max()) < 0.05 and float(free.min()) > 0.5
+    off, _ = relight_logic.relight_batch(
+        nb, torch.ones(1, size, size, 3), lights=lit, settings=relight_logic.RelightSettings(ambient=0.0, shadows=False),
+        pointmap=pm,
+    )  # fmt: skip
+    assert float(off[0, 20, 27:31, 0].min()) > 0.5
+
+
+# ----------------------------------------------------------------------------------------------- export
+
+
+def test_capture_bundle_frames_roundtrip_and_sequences(models, image, dense_results, tmp_path):
+    from sapiens2_studio.core.formats import bundle
+
+    runtime = Runtime()
+    labels = torch.zeros(2, 48, 32, dtype=torch.int64)
+    labels[:, 10:40, 8:24] = 22
+    seg = TaskBatch("seg", [SegResult(labels[0]), SegResult(labels[1])], {"task": "seg", "size": "custom"})
+    normals, pointmap = dense_results
+    pose = task_logic.pose(
+        models["pose"],
+        image,
+        bboxes={"x": 2, "y": 2, "width": 20, "height": 40},
+        flip_test=False,
+        runtime=runtime,
+    )
+
+    def first(b):
+        return TaskBatch(b.task, b.results[:1], b.model)
+
+    frames = export_logic.capture_frames(
+        image[:1], pose=first(pose), seg=first(seg), normals=first(normals), pointmap=first(pointmap)
+    )
+    path = export_logic.save_capture_bundle(tmp_path, "one", frames)
+    back = bundle.read_bundle(path)
+    assert (back.width, back.height) == (32, 48)
+    assert back.camera["source"] == "pointmap"
+    assert back.camera["fx"] == pytest.approx(pointmap.results[0].intrinsics[0], rel=1e-5)
+    assert np.array_equal(back.seg.astype(np.int64), seg.results[0].labels.numpy())
+    assert len(back.people) == 1 and back.people[0].keypoints.shape == (308, 3)
+    assert {m["task"] for m in back.models} == {"pose", "seg", "normal", "pointmap"}
+    assert all(len(m["sha256"]) == 64 for m in back.models if m["task"] != "seg")  # seg: no file behind it
+    assert back.mask is not None and float(back.mask[20, 10]) == 1.0 and float(back.mask[0, 0]) == 0.0
+    frames2 = export_logic.capture_frames(image, pose=pose, seg=seg, normals=normals, pointmap=pointmap)
+    seq = export_logic.save_capture_bundle(tmp_path, "clip", frames2, fps=12.0)
+    doc = json.loads(seq.read_text())
+    assert doc["fps"] == 12.0 and [f["frame"] for f in doc["frames"]] == [1, 2]
+    with pytest.raises(ValueError, match="'seg' is 32x48 but the image is 8x8"):
+        export_logic.capture_frames(torch.zeros(1, 8, 8, 3), seg=first(seg))
+    with pytest.raises(TypeError, match="'pointmap' needs Sapiens2 pointmap"):
+        export_logic.capture_frames(image, pointmap=normals)
+
+
+def test_missing_openexr_gives_an_install_command(monkeypatch):
+    from sapiens2_studio.core.formats.exr import ExrError
+
+    def missing():
+        raise ExrError("no openexr")
+
+    monkeypatch.setattr(export_logic, "require_openexr", missing)
+    with pytest.raises(RuntimeError, match=r"/opt/py -m pip install openexr"):
+        export_logic.require_exr_support("/opt/py")
+
+
+def test_export_meshes_glb_and_ply(tmp_path):
+    size = 12
+    c = (torch.arange(size) + 0.5 - size / 2) / 10.0
+    yy, xx = torch.meshgrid(c, c, indexing="ij")
+    points = torch.stack([xx, yy, torch.ones_like(xx)], -1) * 2.0
+    pm = TaskBatch("pointmap", [PointmapResult(points, 1.0, (10.0, 10.0, 6.0, 6.0))] * 2)
+    paths = export_logic.export_meshes(pm, tmp_path, "m", fmt="ply", image=torch.rand(2, size, size, 3))
+    assert [p.name for p in paths] == ["m_0001.ply", "m_0002.ply"]
+    header = paths[0].read_bytes()[:400].decode("ascii", "replace")
+    assert f"element vertex {size * size}" in header and "element face" in header
+    glb = export_logic.export_meshes(TaskBatch("pointmap", pm.results[:1]), tmp_path, "g", fmt="glb")[0]
+    assert glb.read_bytes()[:4] == b"glTF"
+    with pytest.raises(ValueError, match="empty mesh"):
+        export_logic.export_meshes(pm, tmp_path, "e", mask=torch.zeros(1, size, size))
+    with pytest.raises(ValueError, match="the image is 5x5 but the pointmap is 12x12"):
+        export_logic.export_meshes(pm, tmp_path, "x", image=torch.zeros(1, 5, 5, 3))
+    with pytest.raises(ValueError, match="unknown format 'obj'"):
+        export_logic.export_meshes(pm, tmp_path, "x", fmt="obj")
+
+
+def test_albedo_image_is_clamped_and_masked(models, image):
+    mask = torch.zeros(2, 48, 32)
+    mask[:, :, 16:] = 1
+    batch = task_logic.dense(models["albedo"], "albedo", image, mask=mask, runtime=Runtime(), node="A")
+    assert batch.size == (32, 48)
+    out = task_logic.albedo_image(batch, "cpu")
+    assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
+    assert float(out[:, :, :16].abs().max()) == 0.0
