@@ -73,7 +73,10 @@ def test_seg_pixels_match_reference(fixture, name):
     prepared = prepare_image(tensors[f"{name}_image_rgb"])
     out = preprocess_seg(prepared.pixels, quantize=True)
     mean_abs, max_abs = _compare(out, tensors[f"{name}_seg_rgb_uint8"])
-    assert mean_abs < 0.05 and max_abs <= 1.0, (mean_abs, max_abs)
+    if name == "img2":  # INTER_AREA while enlarging = cv2's fixed-point linear path: bit-exact
+        assert max_abs == 0.0, (mean_abs, max_abs)
+    else:  # INTER_CUBIC: float weights, a few pixels off by one grey level
+        assert mean_abs < 0.001 and max_abs <= 1.0, (mean_abs, max_abs)
 
 
 @pytest.mark.parametrize("name", ["img0", "img1", "img2"])
@@ -98,7 +101,7 @@ def test_pose_crop_pixels_match_reference(fixture, name):
     prepared = prepare_image(tensors[f"{name}_image_rgb"])
     out = preprocess_pose_crop(prepared.pixels, crop, quantize=True)
     mean_abs, max_abs = _compare(out, tensors[f"{name}_pose_rgb_uint8"])
-    assert mean_abs < 0.01 and max_abs <= 1.0, (mean_abs, max_abs)
+    assert max_abs == 0.0, (mean_abs, max_abs)  # OpenCV's 1/32-px grid and 15-bit remap tables, bit for bit
 
 
 def test_network_tensor_is_reference_normalisation(fixture):

@@ -8,14 +8,16 @@ on uint8 images. We reproduce their sampling geometry exactly and their arithmet
   when any axis grows (that is what cv2 does — it is not an area average then);
 - warpAffine: the inverse map in float64, source coordinates quantised to 1/32 pixel exactly like OpenCV's
   fixed-point remap (INTER_BITS = 5), constant-0 border, bilinear or bicubic (A = −0.75) taps.
-For 8-bit sources (`quantize=True`) INTER_LINEAR resize emulates OpenCV's fixed-point arithmetic bit for bit;
-cubic / area resize and the warp use float weights and round, which leaves rare ±1 grey-level differences
-(measured numbers in docs/pipeline.md).
+For 8-bit sources (`quantize=True`) INTER_LINEAR resize, INTER_AREA-when-enlarging and warpAffine emulate
+OpenCV's fixed-point arithmetic bit for bit (11-bit resize weights; 15-bit remap tables); cubic resize and
+true area averaging use float weights and round, which leaves rare ±1 grey-level differences (measured
+numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32.
 """
 
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Literal
 
 import numpy as np
@@ -91,42 +93,51 @@ def _apply_taps(x: Tensor, dim: int, idx: np.ndarray, wts: np.ndarray) -> Tensor
     return out
 
 
-def _linear_coefficients(in_size: int, out_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """cv2's INTER_LINEAR taps for 8-bit images: source index, next index, 11-bit weights (int64)."""
-    scale = 1.0 / (out_size / in_size)
+def _phase(in_size: int, out_size: int, area_mode: bool) -> tuple[np.ndarray, np.ndarray]:
+    """cv2's source index and float32 fraction per output pixel (INTER_LINEAR, or INTER_AREA when enlarging)."""
+    inv = out_size / in_size
+    scale = 1.0 / inv
     d = np.arange(out_size, dtype=np.float64)
-    f = ((d + 0.5) * scale - 0.5).astype(np.float32)
-    s = np.floor(f).astype(np.int64)
-    f = (f - s.astype(np.float32)).astype(np.float32)
-    low = s < 0
-    f = np.where(low, np.float32(0), f)
-    s = np.where(low, 0, s)
-    high = s >= in_size - 1
-    f = np.where(high, np.float32(0), f)
-    s = np.where(high, in_size - 1, s)
+    if area_mode:
+        s = np.floor(d * scale).astype(np.int64)
+        f = ((d + 1) - (s + 1) * inv).astype(np.float32)
+        f = np.where(f <= 0, np.float32(0), (f - np.floor(f)).astype(np.float32))
+    else:
+        f = ((d + 0.5) * scale - 0.5).astype(np.float32)
+        s = np.floor(f).astype(np.int64)
+        f = (f - s.astype(np.float32)).astype(np.float32)
+    return s, f.astype(np.float32)
+
+
+def _weights_11bit(f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w1 = np.rint(f * np.float32(2048)).astype(np.int64)
     w0 = np.rint((np.float32(1) - f) * np.float32(2048)).astype(np.int64)
-    w0 = np.where(high, 2048, w0)
-    return s, np.minimum(s + 1, in_size - 1), np.stack([w0, w1])
+    return w0, w1
 
 
-def _resize_linear_u8(x: Tensor, out_h: int, out_w: int) -> Tensor:
-    """Bit-exact emulation of cv2.resize INTER_LINEAR on uint8 (OpenCV 4.x): 11-bit fixed-point weights, then
-    the SIMD vertical pass `((S0 >> 4)·b0 >> 16 + (S1 >> 4)·b1 >> 16 + 2) >> 2` (verified on the fixtures)."""
+def _resize_linear_u8(x: Tensor, out_h: int, out_w: int, area_mode: bool = False) -> Tensor:
+    """Bit-exact emulation of cv2.resize INTER_LINEAR (and INTER_AREA when an axis grows) on uint8, OpenCV 4.x:
+    11-bit fixed-point weights, then the SIMD vertical pass `((S0 >> 4)·b0 >> 16 + (S1 >> 4)·b1 >> 16 + 2) >> 2`
+    (verified bit-exact on the fixtures)."""
     _, _, in_h, in_w = x.shape
     dev = x.device
+
+    def tensor(a: np.ndarray) -> Tensor:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(dev)
+
+    sx, fx = _phase(in_w, out_w, area_mode)
+    low, high = sx < 0, sx >= in_w - 1  # columns clamp the phase at both borders
+    fx = np.where(low | high, np.float32(0), fx)
+    sx = np.clip(sx, 0, in_w - 1)
+    a0, a1 = _weights_11bit(fx)
     xi = x.to(torch.int64)
-    c0, c1, wx = (torch.from_numpy(a).to(dev) for a in _linear_coefficients(in_w, out_w))
-    rows = xi.index_select(3, c0) * wx[0] + xi.index_select(3, c1) * wx[1]  # (B, C, H, out_w), ×2048
-    # vertical weights: like the columns, but cv2 keeps the fraction at the bottom edge (rows are clipped)
-    f = ((np.arange(out_h) + 0.5) * (1.0 / (out_h / in_h)) - 0.5).astype(np.float32)
-    sy = np.floor(f).astype(np.int64)
-    fy = (f - sy.astype(np.float32)).astype(np.float32)
-    b1 = torch.from_numpy(np.rint(fy * np.float32(2048)).astype(np.int64)).to(dev).reshape(1, 1, -1, 1)
-    b0 = torch.from_numpy(np.rint((np.float32(1) - fy) * np.float32(2048)).astype(np.int64)).to(dev)
-    b0 = b0.reshape(1, 1, -1, 1)
-    s0 = rows.index_select(2, torch.from_numpy(np.clip(sy, 0, in_h - 1)).to(dev))
-    s1 = rows.index_select(2, torch.from_numpy(np.clip(sy + 1, 0, in_h - 1)).to(dev))
+    rows = xi.index_select(3, tensor(sx)) * tensor(a0) + xi.index_select(
+        3, tensor(np.minimum(sx + 1, in_w - 1))
+    ) * tensor(a1)
+    sy, fy = _phase(in_h, out_h, area_mode)  # rows keep the phase; their indices are clipped
+    b0, b1 = (tensor(b).reshape(1, 1, -1, 1) for b in _weights_11bit(fy))
+    s0 = rows.index_select(2, tensor(np.clip(sy, 0, in_h - 1)))
+    s1 = rows.index_select(2, tensor(np.clip(sy + 1, 0, in_h - 1)))
     out = ((((s0 >> 4) * b0) >> 16) + (((s1 >> 4) * b1) >> 16) + 2) >> 2
     return out.clamp(0, 255).to(x.dtype)
 
@@ -148,6 +159,8 @@ def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: b
     elif mode == "area":
         if in_w >= out_w and in_h >= out_h:
             taps_w, taps_h = _area_taps(in_w, out_w), _area_taps(in_h, out_h)
+        elif quantize:
+            return _resize_linear_u8(x, out_h, out_w, area_mode=True)
         else:
             taps_w, taps_h = _area_mode_linear_taps(in_w, out_w), _area_mode_linear_taps(in_h, out_h)
         y = _apply_taps(x, -1, *taps_w)
@@ -227,6 +240,65 @@ def _separable_warp(
     return out
 
 
+@lru_cache(maxsize=2)
+def _remap_table(mode: str) -> np.ndarray:
+    """OpenCV's 15-bit 2-D remap weights per 1/32 fraction pair: (32 fy, 32 fx, k, k) int64, including its
+    rule that forces each 2-D kernel to sum to exactly 32768."""
+    f32 = np.float32
+    t = np.arange(32, dtype=np.float32) * f32(1.0 / 32)
+    if mode == "linear":
+        one = np.stack([f32(1) - t, t], axis=1)
+    else:
+        a = f32(_CUBIC_A)
+        c0 = ((a * (t + f32(1)) - f32(5) * a) * (t + f32(1)) + f32(8) * a) * (t + f32(1)) - f32(4) * a
+        c1 = ((a + f32(2)) * t - (a + f32(3))) * t * t + f32(1)
+        u = f32(1) - t
+        c2 = ((a + f32(2)) * u - (a + f32(3))) * u * u + f32(1)
+        c3 = f32(1) - c0 - c1 - c2
+        one = np.stack([c0, c1, c2, c3], axis=1).astype(np.float32)
+    k = one.shape[1]
+    table = np.zeros((32, 32, k, k), dtype=np.int64)
+    half = k // 2
+    for i in range(32):
+        for j in range(32):
+            w = (one[i][:, None] * one[j][None, :]).astype(np.float32)
+            itab = np.rint(w * f32(32768)).astype(np.int64)
+            diff = int(itab.sum()) - 32768
+            if diff != 0 and k > 2:
+                lo = hi = (half, half)
+                for k1 in range(half, half + 2):
+                    for k2 in range(half, half + 2):
+                        if itab[k1, k2] < itab[lo]:
+                            lo = (k1, k2)
+                        elif itab[k1, k2] > itab[hi]:
+                            hi = (k1, k2)
+                if diff < 0:
+                    itab[hi] -= diff
+                else:
+                    itab[lo] -= diff
+            table[i, j] = itab
+    return table
+
+
+def _warp_u8(x: Tensor, ix: Tensor, iy: Tensor, fxi: Tensor, fyi: Tensor, mode: str) -> Tensor:
+    """Fixed-point remap of 8-bit data exactly as OpenCV: Σ w·v with 15-bit weights, (acc + 2^14) >> 15."""
+    channels, in_h, in_w = x.shape
+    table = torch.from_numpy(_remap_table(mode).astype(np.int32)).to(x.device)
+    offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
+    flat = x.reshape(channels, in_h * in_w).to(torch.int32)  # |acc| < 16·255·2^15·1.3 fits in int32
+    acc = torch.zeros((channels, *ix.shape), dtype=torch.int32, device=x.device)
+    for j, oy in enumerate(offsets):
+        sy = iy + oy
+        valid_y = (sy >= 0) & (sy < in_h)
+        for i, ox in enumerate(offsets):
+            sx = ix + ox
+            valid = valid_y & (sx >= 0) & (sx < in_w)
+            index = (sy.clamp(0, in_h - 1) * in_w + sx.clamp(0, in_w - 1)).reshape(-1)
+            weight = table[:, :, j, i][fyi, fxi] * valid
+            acc += flat[:, index].reshape(acc.shape) * weight.to(torch.int32)
+    return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(x.dtype)
+
+
 def warp_affine(
     x: Tensor,
     matrix: np.ndarray,
@@ -243,6 +315,8 @@ def warp_affine(
     gx = torch.from_numpy(gx_np).to(device)
     gy = torch.from_numpy(gy_np).to(device)
     ix, iy = gx >> 5, gy >> 5
+    if quantize and mode in ("linear", "cubic"):
+        return _warp_u8(x, ix, iy, gx & 31, gy & 31, mode)
     fx = (gx & 31).to(torch.float32) / 32.0
     fy = (gy & 31).to(torch.float32) / 32.0
     if mode == "linear":
