@@ -32,23 +32,31 @@ def apply_intrinsics(cam: bpy.types.Camera, scene: bpy.types.Scene, capture: Cap
     render.pixel_aspect_x, render.pixel_aspect_y = s.pixel_aspect_x, s.pixel_aspect_y
 
 
+def linear_to_srgb(linear: np.ndarray) -> np.ndarray:
+    """Scene-linear -> sRGB-encoded 0..1 (the bundle stores the image linear; byte images hold sRGB)."""
+    v = np.clip(linear, 0.0, 1.0)
+    return np.where(v <= 0.0031308, v * 12.92, 1.055 * np.power(v, 1.0 / 2.4) - 0.055)
+
+
 def background_image(capture: Capture, created: CreatedData) -> bpy.types.Image | None:
-    """The source photo next to the bundle if it is there, else the EXR's colour layer, packed into the .blend."""
+    """The source photo next to the bundle if it is there, else the EXR's colour layer packed into the .blend."""
     source = (capture.metadata.get("image") or {}).get("source")
     if isinstance(source, str) and source and Path(source).name == source:
         path = capture.json_path.parent / source
         if path.is_file():
             return created.add("images", bpy.data.images.load(str(path), check_existing=False))
-    rgb = capture.layers.get("rgb")
-    if rgb is None:
+    if "rgb" not in capture.layers:
         return None
-    h, w = rgb.shape[:2]
-    image = created.add(
-        "images", bpy.data.images.new(f"{capture.name} plate", w, h, alpha=True, float_buffer=True)
-    )
-    rgba = np.ones((h, w, 4), dtype=np.float32)
-    rgba[..., :3] = rgb
-    image.pixels.foreach_set(rgba[::-1].ravel())  # Blender stores rows bottom-to-top
+    h, w = capture.height, capture.width
+    # An 8-bit sRGB plate: it is only a backdrop, and packed as PNG it keeps the .blend small (a 4K float plate
+    # would add ~200 MB).
+    image = created.add("images", bpy.data.images.new(f"{capture.name} plate", w, h, alpha=True))
+    rgba = np.empty((h, w, 4), dtype=np.float32)
+    for i, channel in enumerate(capture.layers.channels("rgb")):
+        rgba[..., i] = channel[::-1]  # Blender stores rows bottom-to-top
+    rgba[..., :3] = linear_to_srgb(rgba[..., :3])
+    rgba[..., 3] = 1.0
+    image.pixels.foreach_set(rgba.ravel())
     image.pack()
     return image
 

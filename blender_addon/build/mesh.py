@@ -22,20 +22,23 @@ ALBEDO_ATTRIBUTE = "Albedo"
 
 
 def capture_grid(capture: Capture, options: ImportOptions, faces: bool) -> GridMesh:
-    points = capture.layers.get("P")
-    if points is None:
+    layers = capture.layers
+    if "P" not in layers:
         raise BundleError(
             f"{capture.json_path.name}: the EXR has no pointmap (P.X/P.Y/P.Z), so no mesh can be built. "
             "Untick 'Mesh' and 'Points', or export the bundle with the pointmap task."
         )
+    x, y, z = layers.channels("P")
     valid = valid_pixels(
-        points,
-        mask=capture.layers.get("mask"),
-        seg=capture.layers.get("seg"),
+        x,
+        y,
+        z,
+        mask=layers.channels("mask")[0] if "mask" in layers else None,
+        seg=layers.channels("seg")[0] if "seg" in layers else None,
         drop_background=options.drop_background,
     )
     return build_grid(
-        points, valid, stride=options.mesh_stride, depth_threshold=options.depth_threshold, faces=faces
+        z, valid, stride=options.mesh_stride, depth_threshold=options.depth_threshold, faces=faces
     )
 
 
@@ -52,18 +55,19 @@ def _add_attributes(mesh: bpy.types.Mesh, capture: Capture, grid: GridMesh) -> l
         if layer in capture.layers:
             mesh.color_attributes.new(attr_name, "FLOAT_COLOR", "POINT")
             # Look the attribute up again: references go stale after another attributes.new() (bpy 4.5/5.0).
-            values = _rgba(grid.sample(capture.layers[layer]))
+            values = _rgba(capture.layers.sample(layer, grid.rows, grid.cols))
             mesh.color_attributes[attr_name].data.foreach_set("color", values.ravel())
             colors.append(attr_name)
     if "seg" in capture.layers:
+        seg = np.rint(capture.layers.sample("seg", grid.rows, grid.cols)).astype(np.int32)
         mesh.attributes.new("seg", "INT", "POINT")
-        mesh.attributes["seg"].data.foreach_set(
-            "value", np.rint(grid.sample(capture.layers["seg"])).astype(np.int32)
-        )
-    confidence = capture.layers.get("confidence", capture.layers.get("mask"))
+        mesh.attributes["seg"].data.foreach_set("value", seg)
+    confidence = next((n for n in ("confidence", "mask") if n in capture.layers), None)
     if confidence is not None:
         mesh.attributes.new("confidence", "FLOAT", "POINT")
-        mesh.attributes["confidence"].data.foreach_set("value", grid.sample(confidence).astype(np.float32))
+        mesh.attributes["confidence"].data.foreach_set(
+            "value", capture.layers.sample(confidence, grid.rows, grid.cols)
+        )
     return colors
 
 
@@ -72,7 +76,9 @@ def build_mesh_data(
 ) -> bpy.types.Mesh:
     """Mesh datablock from a grid: positions in Blender's frame, quads, custom normals, attributes."""
     mesh = created.add("meshes", bpy.data.meshes.new(name))
-    positions = convert_points(grid.sample(capture.layers["P"]), options.up_axis, options.global_scale)
+    positions = convert_points(
+        capture.layers.sample("P", grid.rows, grid.cols), options.up_axis, options.global_scale
+    )
     mesh.vertices.add(grid.num_vertices)
     mesh.vertices.foreach_set("co", positions.ravel())
     num_faces = grid.quads.shape[0]
@@ -83,7 +89,7 @@ def build_mesh_data(
         mesh.polygons.foreach_set("loop_start", np.arange(0, 4 * num_faces, 4, dtype=np.int32))
     mesh.update(calc_edges=True)
     if num_faces and options.use_normals and "N" in capture.layers:
-        normals = convert_normals(grid.sample(capture.layers["N"]), options.up_axis)
+        normals = convert_normals(capture.layers.sample("N", grid.rows, grid.cols), options.up_axis)
         length = np.linalg.norm(normals, axis=1, keepdims=True)
         normals = np.where(
             length > 1e-6, normals / np.maximum(length, 1e-12), 0.0
@@ -122,7 +128,9 @@ def create_points_object(
     mesh = build_mesh_data(name, capture, grid, options, created)
     obj = created.add("objects", bpy.data.objects.new(name, mesh))
     collection.objects.link(obj)
-    depth = float(np.median(grid.sample(capture.layers["P"])[:, 2])) if grid.num_vertices else 1.0
+    depth = (
+        float(np.median(capture.layers.sample("P", grid.rows, grid.cols)[:, 2])) if grid.num_vertices else 1.0
+    )
     # Half the spacing between neighbouring samples, so points just touch.
     radius = 0.5 * depth / capture.camera.fx * options.mesh_stride * options.global_scale
     active = mesh.color_attributes.active_color_name if len(mesh.color_attributes) else None

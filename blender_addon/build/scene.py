@@ -15,6 +15,7 @@ import numpy as np
 
 from ..parse.axes import convert_normals, convert_points
 from ..parse.bundle import Capture, Sequence, load_layers, read_any
+from ..parse.layers import Layers
 from ..parse.options import ImportOptions
 from ..parse.poses import fill_gaps, pose_channels, smooth_tracks
 from ..parse.skeleton import Hierarchy, bone_heads, bone_tails, build_hierarchy, joints_3d
@@ -70,10 +71,13 @@ def _new_collection(context, name: str, created: CreatedData) -> bpy.types.Colle
 
 def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: ImportOptions):
     c = capture.camera
+    layers = capture.layers
+    sampler = (lambda rows, cols: layers.sample("P", rows, cols)) if "P" in layers else None
     joints, _ = joints_3d(
         person.keypoints,
         person.keypoints_3d,
-        capture.layers.get("P"),
+        sampler,
+        (capture.width, capture.height),
         c.fx,
         c.fy,
         c.cx,
@@ -186,7 +190,7 @@ def import_sequence(
             keyframe_visibility(obj, capture.frame, scene.frame_start, scene.frame_end, created)
             made.append(obj)
             if capture is not first:
-                capture.layers = {}  # keep memory flat on long sequences
+                capture.layers = Layers()  # keep memory flat on long sequences
             progress(0.7 * (i + 1) / len(sequence.frames), "meshes")
     if options.import_armatures:
         made.extend(_sequence_armatures(context, sequence, frames, options, collection, created))

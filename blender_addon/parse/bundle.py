@@ -17,17 +17,11 @@ import numpy as np
 
 from .errors import BundleError
 from .exr import read_exr_channels
+from .layers import Layers
 
 FRAME_FORMAT = "sapiens2-capture"
 SEQUENCE_FORMAT = "sapiens2-capture-sequence"
 SUPPORTED_MAJOR = 1
-
-LAYER_CHANNELS = {
-    "rgb": ("R", "G", "B"),
-    "P": ("P.X", "P.Y", "P.Z"),
-    "N": ("N.X", "N.Y", "N.Z"),
-    "albedo": ("albedo.R", "albedo.G", "albedo.B"),
-}
 
 
 @dataclass
@@ -65,9 +59,9 @@ class Capture:
     metadata: dict[str, Any]
     frame: int | None = None
     exr_path: Path | None = None
-    layers: dict[str, np.ndarray] = field(
-        default_factory=dict
-    )  # "rgb","P","N","albedo": (H,W,3); "seg","mask","A","confidence": (H,W)
+    layers: Layers = field(
+        default_factory=Layers
+    )  # "rgb", "P", "N", "albedo", "seg", "mask", "A", "confidence"
 
 
 @dataclass
@@ -181,30 +175,14 @@ def _parse_people(data: dict[str, Any], num_keypoints: int, path: Path) -> list[
     return people
 
 
-def _stack(channels: dict[str, np.ndarray], names: tuple[str, ...]) -> np.ndarray | None:
-    if not all(n in channels for n in names):
-        return None
-    return np.stack([channels[n] for n in names], axis=-1)
-
-
-def _parse_layers(
-    channels: dict[str, np.ndarray], width: int, height: int, path: Path
-) -> dict[str, np.ndarray]:
+def _parse_layers(channels: dict[str, np.ndarray], width: int, height: int, path: Path) -> Layers:
     for name, array in channels.items():
         if array.shape != (height, width):
             raise BundleError(
                 f"{path.name}: EXR channel {name!r} is {array.shape[1]}x{array.shape[0]} but the JSON says "
                 f"{width}x{height}. The EXR belongs to another capture."
             )
-    layers: dict[str, np.ndarray] = {}
-    for layer, names in LAYER_CHANNELS.items():
-        stacked = _stack(channels, names)
-        if stacked is not None:
-            layers[layer] = stacked
-    for single in ("A", "seg", "mask", "confidence"):
-        if single in channels:
-            layers[single] = channels[single]
-    return layers
+    return Layers(channels)
 
 
 def read_capture(

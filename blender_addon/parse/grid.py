@@ -25,21 +25,27 @@ class GridMesh:
         return int(self.rows.shape[0])
 
     def sample(self, layer: np.ndarray) -> np.ndarray:
-        """Per-vertex values of a per-pixel layer (H, W[, C])."""
+        """Per-vertex values of a per-pixel array (H, W[, C])."""
         return layer[self.rows, self.cols]
 
 
 def valid_pixels(
-    points: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    z: np.ndarray,
     *,
     mask: np.ndarray | None = None,
     seg: np.ndarray | None = None,
     drop_background: bool = True,
     mask_threshold: float = 0.5,
 ) -> np.ndarray:
-    """(H, W) bool: pixels with a finite point in front of the camera (and in the foreground if asked)."""
-    finite = np.isfinite(points).all(axis=-1)
-    valid = finite & (np.where(finite, points[..., 2], 0.0) > 0.0)
+    """(H, W) bool: pixels with a finite point in front of the camera (and in the foreground if asked).
+
+    Takes the pointmap's X, Y, Z channels separately so a 4K capture never needs an (H, W, 3) copy.
+    """
+    valid = np.isfinite(x) & np.isfinite(y) & np.isfinite(z)
+    with np.errstate(invalid="ignore"):
+        valid &= z > 0
     if drop_background:
         if mask is not None:
             valid &= mask >= mask_threshold
@@ -49,7 +55,7 @@ def valid_pixels(
 
 
 def build_grid(
-    points: np.ndarray,
+    depth: np.ndarray,
     valid: np.ndarray,
     *,
     stride: int = 1,
@@ -60,7 +66,7 @@ def build_grid(
     """Vertices for kept grid pixels and quads between them.
 
     Args:
-        points: (H, W, 3) OpenCV camera-frame points; only Z is used here.
+        depth: (H, W) the pointmap's Z (OpenCV camera frame).
         valid: (H, W) bool, pixels that may become vertices.
         stride: take every ``stride``-th row and column (decimation for large captures).
         depth_threshold: drop a quad when (max Z - min Z) > threshold * min Z over its corners; 0 keeps all.
@@ -69,10 +75,10 @@ def build_grid(
     """
     if stride < 1:
         raise ValueError(f"stride must be >= 1, got {stride}")
-    rows_idx = np.arange(0, points.shape[0], stride, dtype=np.int32)
-    cols_idx = np.arange(0, points.shape[1], stride, dtype=np.int32)
+    rows_idx = np.arange(0, depth.shape[0], stride, dtype=np.int32)
+    cols_idx = np.arange(0, depth.shape[1], stride, dtype=np.int32)
     sub_valid = valid[np.ix_(rows_idx, cols_idx)]
-    depth = points[..., 2][np.ix_(rows_idx, cols_idx)]
+    depth = depth[np.ix_(rows_idx, cols_idx)].astype(np.float32)
 
     quads = np.zeros((0, 4), dtype=np.int32)
     keep_vertex = sub_valid

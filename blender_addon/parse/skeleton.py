@@ -9,6 +9,7 @@ Points without links (the dense face) hang off the head and go to their own bone
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -162,7 +163,8 @@ def build_hierarchy(names: list[str], links: list[tuple[int, int]]) -> Hierarchy
 def joints_3d(
     keypoints: np.ndarray,
     keypoints_3d: np.ndarray | None,
-    points: np.ndarray | None,
+    points: Callable[[np.ndarray, np.ndarray], np.ndarray] | None,
+    size: tuple[int, int],
     fx: float,
     fy: float,
     cx: float,
@@ -171,6 +173,7 @@ def joints_3d(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(K, 3) OpenCV positions and (K,) source codes: 0 = keypoints_3d, 1 = pointmap, 2 = depth plane.
 
+    ``points(rows, cols)`` returns pointmap values (n, 3) at pixels (None: no pointmap); ``size`` is (W, H).
     Joints without a 3D position are put on the pixel's ray at the median depth of the person's other joints
     (or ``default_depth`` when the person has none), so the skeleton stays whole and lines up with the image.
     """
@@ -182,12 +185,13 @@ def joints_3d(
         out[ok] = keypoints_3d[ok]
         source[ok] = 0
     if points is not None:
-        h, w = points.shape[:2]
+        w, h = size
         col = np.floor(keypoints[:, 0]).astype(np.int64)
         row = np.floor(keypoints[:, 1]).astype(np.int64)
         inside = (col >= 0) & (col < w) & (row >= 0) & (row < h) & ~np.isfinite(out).all(axis=1)
         sampled = np.zeros((k, 3))
-        sampled[inside] = points[row[inside], col[inside]]
+        if inside.any():
+            sampled[inside] = points(row[inside], col[inside])
         ok = inside & np.isfinite(sampled).all(axis=1) & (sampled[:, 2] > 0)
         out[ok] = sampled[ok]
         source[ok] = 1

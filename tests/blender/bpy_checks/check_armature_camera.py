@@ -155,7 +155,9 @@ def test_background_plate_is_the_source_image(bpy_empty, bundles, expected_tiny)
     pixels = np.empty(8 * 6 * 4, dtype=np.float32)
     image.pixels.foreach_get(pixels)
     top_down = pixels.reshape(6, 8, 4)[::-1, :, :3]
-    np.testing.assert_allclose(top_down, expected_tiny["color"], atol=1e-6)
+    linear = np.clip(expected_tiny["color"], 0, 1)
+    srgb = np.where(linear <= 0.0031308, linear * 12.92, 1.055 * linear ** (1 / 2.4) - 0.055)
+    np.testing.assert_allclose(top_down, srgb, atol=0.5 / 255 + 1e-6)  # an 8-bit sRGB plate
     assert image.packed_file is not None  # survives saving the .blend
 
 

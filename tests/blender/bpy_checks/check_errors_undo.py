@@ -88,3 +88,14 @@ def test_exr_backends_read_the_same_pixels(addon, bundles):
     assert sorted(a) == sorted(b)
     for name in a:
         np.testing.assert_array_equal(a[name], b[name])
+
+
+def test_full_import_through_blenders_openimageio(
+    addon, bpy_empty, bundles, expected_tiny, monkeypatch, mesh_data
+):
+    """The path a Blender without the openexr wheel takes: pixels must be the same."""
+    monkeypatch.setattr(addon.parse.exr, "available_backend", lambda: "openimageio")
+    assert bpy_empty.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json")) == {"FINISHED"}
+    co = mesh_data(bpy_empty.data.objects["tiny mesh"].data)["co"]
+    x, y, z = expected_tiny["points"][1:6].reshape(-1, 3).T
+    np.testing.assert_allclose(co, np.stack([x, z, -y], axis=1), atol=1e-6)
