@@ -75,8 +75,8 @@ def test_seg_pixels_match_reference(fixture, name):
     mean_abs, max_abs = _compare(out, tensors[f"{name}_seg_rgb_uint8"])
     if name == "img2":  # INTER_AREA while enlarging = cv2's fixed-point linear path: bit-exact
         assert max_abs == 0.0, (mean_abs, max_abs)
-    else:  # INTER_CUBIC: float weights, a few pixels off by one grey level
-        assert mean_abs < 0.001 and max_abs <= 1.0, (mean_abs, max_abs)
+    else:  # INTER_CUBIC (float64 weights): ~10 of 2.4 M values differ by one grey level at exact .5 ties
+        assert mean_abs < 1e-4 and max_abs <= 1.0, (mean_abs, max_abs)
 
 
 @pytest.mark.parametrize("name", ["img0", "img1", "img2"])

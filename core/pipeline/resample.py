@@ -9,8 +9,8 @@ on uint8 images. We reproduce their sampling geometry exactly and their arithmet
 - warpAffine: the inverse map in float64, source coordinates quantised to 1/32 pixel exactly like OpenCV's
   fixed-point remap (INTER_BITS = 5), constant-0 border, bilinear or bicubic (A = −0.75) taps.
 For 8-bit sources (`quantize=True`) INTER_LINEAR resize, INTER_AREA-when-enlarging and warpAffine emulate
-OpenCV's fixed-point arithmetic bit for bit (11-bit resize weights; 15-bit remap tables); cubic resize and
-true area averaging use float weights and round, which leaves rare ±1 grey-level differences (measured
+OpenCV's fixed-point arithmetic bit for bit (11-bit resize weights; 15-bit remap tables); cubic resize (float64)
+and true area averaging use float weights and round, which leaves rare ±1 grey-level differences (measured
 numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32.
 """
 
@@ -154,6 +154,10 @@ def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: b
         return _resize_linear_u8(x, out_h, out_w)
     if mode == "linear":
         y = F.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners=False)
+    elif mode == "cubic" and quantize and x.device.type != "mps":
+        # the reference's 8-bit cubic resize behaves like exact (unquantised) weights: float64 matches it on all
+        # but a handful of exact .5 ties
+        y = F.interpolate(x.double(), size=(out_h, out_w), mode="bicubic", align_corners=False).to(x.dtype)
     elif mode == "cubic":
         y = F.interpolate(x, size=(out_h, out_w), mode="bicubic", align_corners=False)
     elif mode == "area":
