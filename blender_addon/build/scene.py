@@ -73,6 +73,11 @@ def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: Import
     c = capture.camera
     layers = capture.layers
     sampler = (lambda rows, cols: layers.sample("P", rows, cols)) if "P" in layers else None
+    foreground = None
+    if "mask" in layers:
+        foreground = lambda rows, cols: layers.sample("mask", rows, cols) >= 0.5  # noqa: E731
+    elif "seg" in layers:
+        foreground = lambda rows, cols: np.rint(layers.sample("seg", rows, cols)) != 0  # noqa: E731
     joints, _ = joints_3d(
         person.keypoints,
         person.keypoints_3d,
@@ -83,6 +88,7 @@ def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: Import
         c.cx,
         c.cy,
         options.keypoint_depth,
+        foreground,
     )
     return joints
 

@@ -170,25 +170,33 @@ def joints_3d(
     cx: float,
     cy: float,
     default_depth: float,
+    foreground: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(K, 3) OpenCV positions and (K,) source codes: 0 = keypoints_3d, 1 = pointmap, 2 = depth plane.
 
     ``points(rows, cols)`` returns pointmap values (n, 3) at pixels (None: no pointmap); ``size`` is (W, H).
+    ``foreground(rows, cols)`` (bool per pixel) rejects 3D values taken from background pixels: a fingertip
+    on the silhouette edge would otherwise land on the wall behind the person.
     Joints without a 3D position are put on the pixel's ray at the median depth of the person's other joints
     (or ``default_depth`` when the person has none), so the skeleton stays whole and lines up with the image.
     """
     k = keypoints.shape[0]
     out = np.full((k, 3), np.nan, dtype=np.float64)
     source = np.full(k, 2, dtype=np.int8)
+    w, h = size
+    xy = np.nan_to_num(keypoints[:, :2], nan=-1.0)
+    col = np.floor(xy[:, 0]).astype(np.int64)
+    row = np.floor(xy[:, 1]).astype(np.int64)
+    in_image = (col >= 0) & (col < w) & (row >= 0) & (row < h)
+    trusted = np.ones(k, dtype=bool)
+    if foreground is not None and in_image.any():
+        trusted[in_image] = foreground(row[in_image], col[in_image])
     if keypoints_3d is not None:
-        ok = np.isfinite(keypoints_3d).all(axis=1) & (keypoints_3d[:, 2] > 0)
+        ok = np.isfinite(keypoints_3d).all(axis=1) & (keypoints_3d[:, 2] > 0) & trusted
         out[ok] = keypoints_3d[ok]
         source[ok] = 0
     if points is not None:
-        w, h = size
-        col = np.floor(keypoints[:, 0]).astype(np.int64)
-        row = np.floor(keypoints[:, 1]).astype(np.int64)
-        inside = (col >= 0) & (col < w) & (row >= 0) & (row < h) & ~np.isfinite(out).all(axis=1)
+        inside = in_image & trusted & ~np.isfinite(out).all(axis=1)
         sampled = np.zeros((k, 3))
         if inside.any():
             sampled[inside] = points(row[inside], col[inside])

@@ -197,10 +197,12 @@ TINY_CAMERA = {"fx": 10.0, "fy": 10.0, "cx": 4.0, "cy": 3.0, "source": "pointmap
 
 
 def tiny_arrays() -> dict:
-    """8x6 capture: row 0 is background; columns 0-4 at 2 m, 5-7 at 3 m (a depth step faces must not cross)."""
+    """8x6 capture: row 0 is a background wall at 5 m; below it columns 0-4 are at 2 m and 5-7 at 3 m (a depth
+    step faces must not cross)."""
     h, w = TINY_H, TINY_W
     uu, vv = np.meshgrid(np.arange(w) + 0.5, np.arange(h) + 0.5)
     depth = np.where(uu < 5, 2.0, 3.0)
+    depth[0] = 5.0
     c = TINY_CAMERA
     points = backproject(uu, vv, depth, c["fx"], c["fy"], c["cx"], c["cy"]).astype(np.float32)
     normals = np.stack([0.3 * np.sin(uu), 0.2 * np.cos(vv), -np.ones_like(uu)], axis=-1)
@@ -219,6 +221,7 @@ def tiny_arrays() -> dict:
     kp[:, 2] = 0.9
     kp[0, 2] = 0.1  # nose below the default 0.3 threshold: hidden
     kp[5] = (-3.0, 2.5, 0.8)  # left_shoulder outside the image: no 3D -> median-depth plane
+    kp[6] = (2.5, 0.5, 0.8)  # right_shoulder on a background pixel: its 3D (the wall) is not trusted
     return {
         "points": points,
         "normals": normals,

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-# Tiny bundle (8x6): row 0 is background, columns 0-4 at 2 m and 5-7 at 3 m.
+# Tiny bundle (8x6): row 0 is background (a wall at 5 m), below it columns 0-4 at 2 m and 5-7 at 3 m.
 FOREGROUND = (slice(1, 6), slice(0, 8))
 
 
@@ -33,7 +33,8 @@ def test_installed_as_extension_without_torch_or_project(addon, bpy_empty):
     [
         ({}, 40, 24),  # 4 row pairs x 7 column pairs = 28 quads, minus 4 across the depth step
         ({"depth_threshold": 0.0}, 40, 28),  # discontinuity test off
-        ({"drop_background": False}, 48, 30),  # background row kept: 35 quads minus 5 across the step
+        ({"drop_background": False}, 40, 24),  # background row kept, but its faces jump to the 5 m wall
+        ({"drop_background": False, "depth_threshold": 0.0}, 48, 35),  # every quad of the 8x6 grid
         ({"mesh_stride": 2}, 6, 2),  # rows 2,4 x cols 0,2,4,6: 3 quads, the 4->6 one crosses the step
     ],
 )

@@ -60,7 +60,8 @@ def test_bone_heads_follow_the_joints_every_frame(bpy_empty, bundles, walk, to_b
     for t in range(FRAMES):
         bpy.context.scene.frame_set(t + 1)
         for k, name in enumerate(names):
-            if np.isfinite(walk["joints"][t, k]).all() and walk["scores"][t, k] >= 0.3:
+            on_figure = walk["joints"][t, k, 2] < 3.5  # the backdrop is at 4 m; those joints are re-placed
+            if np.isfinite(walk["joints"][t, k]).all() and walk["scores"][t, k] >= 0.3 and on_figure:
                 np.testing.assert_allclose(
                     arm.pose.bones[name].head, to_blender(walk["joints"][t, k]), atol=1e-4
                 )
