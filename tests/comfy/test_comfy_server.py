@@ -1,0 +1,336 @@
+"""Integration tests against a real ComfyUI server (skipped without COMFYUI_PATH; see docs/testing.md).
+
+One server for the session: the pack must import, /object_info must list every node with the declared socket
+types, every shipped API workflow must run on tiny synthetic checkpoints, every UI workflow must type-check, and
+bad input must give a node error with a clear message while the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.comfyui
+
+M, IMG, MASK = "SAPIENS2_MODEL", "IMAGE", "MASK"
+# node id -> (input name -> socket type, output types); combos show as COMBO.
+EXPECTED = {
+    "Sapiens2ModelLoader": (
+        {"checkpoint": "COMBO", "download_task": "COMBO", "download_size": "COMBO", "dtype": "COMBO",
+         "attention": "COMBO", "compile": "BOOLEAN"},
+        [M, "STRING"],
+    ),
+    "Sapiens2Pose": (
+        {"model": M, "image": IMG, "bboxes": "BOUNDING_BOX", "seg_model": M, "flip_test": "BOOLEAN",
+         "keypoint_format": "COMBO", "neck_mode": "COMBO", "score_threshold": "FLOAT", "chunk_size": "INT"},
+        ["POSE_KEYPOINT", "SAPIENS2_POSE"],
+    ),
+    "Sapiens2DrawPose": (
+        {"keypoints": "POSE_KEYPOINT", "pose": "SAPIENS2_POSE", "image": IMG, "draw_body": "BOOLEAN",
+         "draw_hands": "BOOLEAN", "draw_face": "BOOLEAN", "stick_width": "INT", "point_radius": "INT",
+         "score_threshold": "FLOAT"},
+        [IMG],
+    ),
+    "Sapiens2Segment": ({"model": M, "image": IMG, "chunk_size": "INT"}, ["SAPIENS2_SEG", IMG, MASK]),
+    "Sapiens2BodyPartMask": (
+        {"seg": "SAPIENS2_SEG", "preset": "COMBO", "classes": "STRING", "exclude": "STRING", "grow": "INT",
+         "feather": "FLOAT", "invert": "BOOLEAN"},
+        [MASK],
+    ),
+    "Sapiens2Normals": (
+        {"model": M, "image": IMG, "mask": MASK, "chunk_size": "INT", "convention": "COMBO"},
+        ["SAPIENS2_NORMAL", IMG],
+    ),
+    "Sapiens2Albedo": ({"model": M, "image": IMG, "mask": MASK, "chunk_size": "INT"}, [IMG]),
+    "Sapiens2Pointmap": (
+        {"model": M, "image": IMG, "mask": MASK, "chunk_size": "INT", "near_is_bright": "BOOLEAN",
+         "normalize_per_image": "BOOLEAN"},
+        ["SAPIENS2_POINTMAP", IMG, MASK],
+    ),
+    "Sapiens2DirectionalLight": (
+        {"azimuth": "FLOAT", "elevation": "FLOAT", "color": "STRING", "intensity": "FLOAT",
+         "lights": "SAPIENS2_LIGHTS"},
+        ["SAPIENS2_LIGHTS"],
+    ),
+    "Sapiens2Relight": (
+        {"normals": "SAPIENS2_NORMAL", "image": IMG, "albedo": IMG, "mask": MASK, "lights": "SAPIENS2_LIGHTS",
+         "environment": IMG, "environment_intensity": "FLOAT", "environment_rotation": "FLOAT",
+         "environment_is_linear": "BOOLEAN", "ambient": "FLOAT", "ambient_color": "STRING", "specular": "FLOAT",
+         "shininess": "FLOAT", "pointmap": "SAPIENS2_POINTMAP", "shadows": "BOOLEAN", "shadow_softness": "FLOAT",
+         "exposure": "FLOAT", "background": IMG},
+        [IMG, IMG],
+    ),
+    "Sapiens2SaveCaptureBundle": (
+        {"image": IMG, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
+         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT"},
+        ["STRING"],
+    ),
+    "Sapiens2ExportMesh": (
+        {"pointmap": "SAPIENS2_POINTMAP", "image": IMG, "mask": MASK, "normals": "SAPIENS2_NORMAL",
+         "format": "COMBO", "filename_prefix": "STRING", "max_edge_ratio": "FLOAT"},
+        ["STRING"],  # + FILE_3D on hosts that have ComfyUI's 3D file type
+    ),
+}  # fmt: skip
+WORKFLOW_NAMES = (
+    "sapiens2_relight",
+    "sapiens2_tryon_mask",
+    "sapiens2_pose_controlnet",
+    "sapiens2_blender_export",
+)
+
+
+def _api(comfy_harness, name: str) -> dict:
+    prompt = comfy_harness.load_json(comfy_harness.API_WORKFLOWS / f"{name}.json")
+    for node in prompt.values():
+        if node["class_type"] == "Sapiens2ExportMesh":
+            # Synthetic weights give noise depth: keep every triangle so the mesh is not empty.
+            node["inputs"]["max_edge_ratio"] = 10.0
+    return prompt
+
+
+def _image_size(client, ref: dict) -> tuple[int, int, str]:
+    from PIL import Image
+
+    data = client.get_bytes(
+        f"/view?filename={ref['filename']}&subfolder={ref['subfolder']}&type={ref['type']}"
+    )
+    with Image.open(io.BytesIO(data)) as im:
+        return im.width, im.height, im.mode
+
+
+def test_pack_imports_and_lists_every_node_with_its_types(comfy_server, object_info, builder):
+    assert comfy_server.import_failures() == [], comfy_server.log()[-3000:]
+    assert "Sapiens2: skipping" not in comfy_server.log()
+    for node_id, (inputs, outputs) in EXPECTED.items():
+        assert node_id in object_info, f"{node_id} missing from /object_info"
+        info = object_info[node_id]
+        assert info["category"] == "Sapiens2"
+        declared = {}
+        for group in ("required", "optional"):
+            for name, spec in info["input"].get(group, {}).items():
+                declared[name] = builder.socket_type(spec[0])
+                assert (spec[1] if len(spec) > 1 else {}).get("tooltip"), f"{node_id}.{name} has no tooltip"
+        assert declared == inputs, node_id
+        assert info["output"][: len(outputs)] == outputs, node_id
+        assert len(info["output"]) in (len(outputs), len(outputs) + 1)
+        assert info["description"]
+    assert object_info["Sapiens2Pose"]["input"]["optional"].keys() >= {"bboxes", "seg_model"}
+    assert object_info["Sapiens2SaveCaptureBundle"]["output_node"] is True
+
+
+def test_loader_lists_checkpoints_of_models_sapiens2(object_info, comfy_harness):
+    spec = object_info["Sapiens2ModelLoader"]["input"]["required"]["checkpoint"]
+    options = spec[1]["options"] if spec[0] == "COMBO" else spec[0]
+    assert set(comfy_harness.WORKFLOW_CHECKPOINTS) <= set(options)
+    assert options[-1].startswith("(download")
+
+
+def test_example_workflows_are_listed_as_templates(client):
+    templates = client.get("/workflow_templates")
+    names = set(next(v for k, v in templates.items() if "sapiens2" in k))
+    assert names == set(WORKFLOW_NAMES)  # API twins live in workflows/api/ and are not listed
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_ui_workflow_nodes_exist_and_links_type_check(name, object_info, builder, comfy_harness):
+    ui = comfy_harness.load_json(comfy_harness.WORKFLOWS / f"{name}.json")
+    assert builder.check_ui_links(ui, object_info) == []
+    api = comfy_harness.load_json(comfy_harness.API_WORKFLOWS / f"{name}.json")
+    assert {str(n["id"]): n["type"] for n in ui["nodes"]} == {k: v["class_type"] for k, v in api.items()}
+    for node in ui["nodes"]:  # every link of the API twin is a link of the UI file
+        api_links = {k for k, v in api[str(node["id"])]["inputs"].items() if isinstance(v, list)}
+        ui_links = {i["name"] for i in node["inputs"] if i.get("link") is not None}
+        assert api_links == ui_links, (name, node["type"])
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_api_workflow_runs(name, client, comfy_server, comfy_harness):
+    entry = client.run(_api(comfy_harness, name), timeout=600)
+    error = comfy_harness.execution_error(entry)
+    assert error is None, f"{error['node_type']}: {error['exception_message']}" if error else ""
+    status = entry["status"]
+    assert status["status_str"] == "success" and status["completed"] is True
+    assert "execution_success" in [m[0] for m in status["messages"]]
+    outputs = entry["outputs"]
+    saved = [img for out in outputs.values() for img in out.get("images", [])]
+    for ref in saved:
+        width, height, _ = _image_size(client, ref)
+        assert (width, height) == (96, 128), ref
+    texts = {k: out["text"] for k, out in outputs.items() if "text" in out}
+    if name == "sapiens2_relight":
+        assert {r["filename"].split("_0")[0] for r in saved} == {"relit", "light_map"}
+    elif name == "sapiens2_tryon_mask":
+        modes = {r["filename"].split("_0")[0]: _image_size(client, r)[2] for r in saved}
+        assert modes == {"tryon_parts": "RGB", "tryon_mask": "RGB", "tryon_inpaint": "RGBA"}
+    elif name == "sapiens2_pose_controlnet":
+        frames = json.loads(next(iter(texts.values()))[0])
+        assert len(frames) == 1 and frames[0]["canvas_width"] == 96 and frames[0]["canvas_height"] == 128
+        assert frames[0]["people"] and len(frames[0]["people"][0]["pose_keypoints_2d"]) == 54
+        assert any("openpose_json" in out for out in outputs.values())
+    elif name == "sapiens2_blender_export":
+        from sapiens2_studio.core.formats.bundle import read_bundle
+
+        bundle_rel = next(t[0] for t in texts.values() if t[0].endswith(".json"))
+        frame = read_bundle(comfy_server.base / "output" / bundle_rel)
+        assert (frame.width, frame.height) == (96, 128)
+        assert frame.points is not None and frame.normals is not None and frame.seg is not None
+        assert frame.camera["source"] == "pointmap" and len(frame.people) >= 1
+        meshes = [r for out in outputs.values() for r in out.get("3d", [])]
+        glb = comfy_server.base / "output" / meshes[0]["subfolder"] / meshes[0]["filename"]
+        assert glb.read_bytes()[:4] == b"glTF"
+
+
+def _node(class_type: str, **inputs) -> dict:
+    return {"class_type": class_type, "inputs": inputs}
+
+
+def _loader(name: str) -> dict:
+    return _node("Sapiens2ModelLoader", checkpoint=name, download_task="pose", download_size="1b", dtype="auto",
+                 attention="auto", compile=False)  # fmt: skip
+
+
+def _expect_node_error(client, comfy_harness, prompt: dict, node_type: str, message: str) -> None:
+    entry = client.run(prompt, timeout=300)
+    error = comfy_harness.execution_error(entry)
+    assert error is not None, f"expected {node_type} to fail"
+    assert entry["status"]["status_str"] == "error"
+    assert error["node_type"] == node_type, error
+    assert message in error["exception_message"], error["exception_message"]
+
+
+LOAD = _node("LoadImage", image="sapiens2_example.png")
+SEG_CKPT, POSE_CKPT = "sapiens2_1b_seg.safetensors", "sapiens2_1b_pose.safetensors"
+NORMAL_CKPT, POINTMAP_CKPT = "sapiens2_1b_normal.safetensors", "sapiens2_1b_pointmap.safetensors"
+BAD_INPUTS = {
+    "pose_with_a_seg_model": (
+        {"1": LOAD, "2": _loader(SEG_CKPT),
+         "3": _node("Sapiens2Pose", model=["2", 0], image=["1", 0], flip_test=False,
+                    keypoint_format="core (real scores)", neck_mode="auto", score_threshold=0.3, chunk_size=1),
+         "4": _node("PreviewAny", source=["3", 0])},
+        "Sapiens2Pose", "needs a Sapiens2 pose (308 keypoints) model, but the connected model is segmentation",
+    ),
+    "segment_given_a_non_image": (
+        {"2": _loader(SEG_CKPT),
+         "3": _node("Sapiens2Segment", model=["2", 0], image={"__value__": []}, chunk_size=1),
+         "4": _node("PreviewAny", source=["3", 0])},
+        "Sapiens2Segment", "expected an IMAGE batch",
+    ),
+    "normals_with_a_mask_of_another_size": (
+        {"1": LOAD, "2": _loader(NORMAL_CKPT), "5": _node("SolidMask", value=1.0, width=16, height=16),
+         "3": _node("Sapiens2Normals", model=["2", 0], image=["1", 0], mask=["5", 0], chunk_size=1,
+                    convention="opengl (blender camera, y up)"),
+         "4": _node("PreviewImage", images=["3", 1])},
+        "Sapiens2Normals", "mask is 16x16 but the image is 96x128",
+    ),
+    "pointmap_with_a_pose_model": (
+        {"1": LOAD, "2": _loader(POSE_CKPT),
+         "3": _node("Sapiens2Pointmap", model=["2", 0], image=["1", 0], chunk_size=1, near_is_bright=True,
+                    normalize_per_image=False),
+         "4": _node("PreviewImage", images=["3", 1])},
+        "Sapiens2Pointmap", "needs a Sapiens2 pointmap / depth model",
+    ),
+    "albedo_with_a_normal_model": (
+        {"1": LOAD, "2": _loader(NORMAL_CKPT),
+         "3": _node("Sapiens2Albedo", model=["2", 0], image=["1", 0], chunk_size=1),
+         "4": _node("PreviewImage", images=["3", 0])},
+        "Sapiens2Albedo", "needs a Sapiens2 albedo model",
+    ),
+    "relight_on_a_resized_image": (
+        {"1": LOAD, "2": _loader(NORMAL_CKPT),
+         "3": _node("Sapiens2Normals", model=["2", 0], image=["1", 0], chunk_size=1,
+                    convention="opengl (blender camera, y up)"),
+         "5": _node("ImageScale", image=["1", 0], upscale_method="nearest-exact", width=48, height=64, crop="disabled"),
+         "6": _node("Sapiens2DirectionalLight", azimuth=30.0, elevation=10.0, color="#ffffff", intensity=1.0),
+         "7": _node("Sapiens2Relight", normals=["3", 0], image=["5", 0], lights=["6", 0], environment_intensity=1.0,
+                    environment_rotation=0.0, environment_is_linear=False, ambient=0.1, ambient_color="#ffffff",
+                    specular=0.0, shininess=32.0, shadows=True, shadow_softness=1.0, exposure=0.0),
+         "4": _node("PreviewImage", images=["7", 0])},
+        "Sapiens2Relight", "the normals are 96x128 but the image is 48x64",
+    ),
+    "light_with_an_unreadable_colour": (
+        {"6": _node("Sapiens2DirectionalLight", azimuth=30.0, elevation=10.0, color="orange", intensity=1.0),
+         "4": _node("PreviewAny", source=["6", 0])},
+        "Sapiens2DirectionalLight", "cannot read the colour 'orange'",
+    ),
+    "body_part_mask_of_an_unknown_class": (
+        {"1": LOAD, "2": _loader(SEG_CKPT),
+         "3": _node("Sapiens2Segment", model=["2", 0], image=["1", 0], chunk_size=1),
+         "5": _node("Sapiens2BodyPartMask", seg=["3", 0], preset="hair", classes="sleeves", exclude="", grow=0,
+                    feather=0.0, invert=False),
+         "4": _node("PreviewAny", source=["5", 0])},
+        "Sapiens2BodyPartMask", "unknown segmentation class 'sleeves'",
+    ),
+    "draw_pose_of_an_empty_batch": (
+        {"3": _node("Sapiens2DrawPose", keypoints={"__value__": []}, draw_body=True, draw_hands=True,
+                    draw_face=True, stick_width=4, point_radius=4, score_threshold=0.3),
+         "4": _node("PreviewImage", images=["3", 0])},
+        "Sapiens2DrawPose", "holds no frames (empty POSE_KEYPOINT)",
+    ),
+    "bundle_with_a_segmentation_of_another_image": (
+        {"1": LOAD, "2": _loader(SEG_CKPT),
+         "5": _node("ImageScale", image=["1", 0], upscale_method="nearest-exact", width=48, height=64, crop="disabled"),
+         "3": _node("Sapiens2Segment", model=["2", 0], image=["5", 0], chunk_size=1),
+         "6": _node("Sapiens2SaveCaptureBundle", image=["1", 0], seg=["3", 0], filename_prefix="bad/capture",
+                    fps=24.0)},
+        "Sapiens2SaveCaptureBundle", "'seg' is 48x64 but the image is 96x128",
+    ),
+    "mesh_with_an_empty_mask": (
+        {"1": LOAD, "2": _loader(POINTMAP_CKPT),
+         "3": _node("Sapiens2Pointmap", model=["2", 0], image=["1", 0], chunk_size=1, near_is_bright=True,
+                    normalize_per_image=False),
+         "5": _node("SolidMask", value=0.0, width=96, height=128),
+         "6": _node("Sapiens2ExportMesh", pointmap=["3", 0], mask=["5", 0], format="glb",
+                    filename_prefix="bad/mesh", max_edge_ratio=10.0)},
+        "Sapiens2ExportMesh", "gives an empty mesh",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_gives_a_clear_node_error(case, client, comfy_harness):
+    prompt, node_type, message = BAD_INPUTS[case]
+    _expect_node_error(client, comfy_harness, json.loads(json.dumps(prompt)), node_type, message)
+
+
+def test_missing_and_broken_checkpoints(client, comfy_server, comfy_harness):
+    preview = {"2": _loader("no_such_model.safetensors"), "4": _node("PreviewAny", source=["2", 1])}
+    status, body = client.queue(preview)
+    if status == 400:  # hosts that validate V3 combos refuse the value up front
+        details = json.dumps(body["node_errors"])
+        assert "value_not_in_list" in details and "no_such_model.safetensors" in details
+    else:  # 0.3.64 does not check V3 combo values: the loader itself must say what is wrong
+        error = comfy_harness.execution_error(client.wait(body["prompt_id"]))
+        assert error["node_type"] == "Sapiens2ModelLoader"
+        message = error["exception_message"]
+        assert "'no_such_model.safetensors' was not found in" in message and "models/sapiens2" in message
+    broken = Path(comfy_server.base / "models" / "sapiens2" / "broken_seg.safetensors")
+    broken.write_bytes(b"this is not a safetensors file")
+    try:
+        prompt = {"2": _loader("broken_seg.safetensors"), "4": _node("PreviewAny", source=["2", 1])}
+        entry = client.run(prompt)
+        error = comfy_harness.execution_error(entry)
+        assert error["node_type"] == "Sapiens2ModelLoader"
+        assert "broken_seg.safetensors" in error["exception_message"]
+    finally:
+        broken.unlink()
+
+
+def test_server_keeps_serving_after_errors(client, comfy_server, comfy_harness):
+    assert comfy_server.alive()
+    assert client.get("/system_stats")["system"]
+    prompt = {
+        "1": LOAD,
+        "2": _loader(SEG_CKPT),
+        "3": _node("Sapiens2Segment", model=["2", 0], image=["1", 0], chunk_size=1),
+        "5": _node("Sapiens2BodyPartMask", seg=["3", 0], preset="person", classes="", exclude="hands", grow=3,
+                   feather=1.5, invert=True),
+        "6": _node("MaskToImage", mask=["5", 0]),
+        "4": _node("SaveImage", images=["6", 0], filename_prefix="after_errors/mask"),
+    }  # fmt: skip
+    entry = client.run(prompt)
+    assert entry["status"]["status_str"] == "success", comfy_harness.execution_error(entry)
+    ref = entry["outputs"]["4"]["images"][0]
+    assert ref["subfolder"] == "after_errors"
