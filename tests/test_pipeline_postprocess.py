@@ -168,3 +168,34 @@ def test_seg_result_masks_by_class_and_group():
     assert seg.foreground().sum() == 8
     with pytest.raises(KeyError, match=r"known groups|known classes"):
         seg.mask("sleeves")
+
+
+def _bfs_component_count(mask: np.ndarray) -> int:
+    seen = np.zeros_like(mask, dtype=bool)
+    count = 0
+    h, w = mask.shape
+    for y0, x0 in zip(*np.nonzero(mask)):
+        if seen[y0, x0]:
+            continue
+        count += 1
+        stack = [(y0, x0)]
+        seen[y0, x0] = True
+        while stack:
+            y, x = stack.pop()
+            for dy in (-1, 0, 1):
+                for dx in (-1, 0, 1):
+                    ny, nx = y + dy, x + dx
+                    if 0 <= ny < h and 0 <= nx < w and mask[ny, nx] and not seen[ny, nx]:
+                        seen[ny, nx] = True
+                        stack.append((ny, nx))
+    return count
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_connected_components_match_a_flood_fill(seed):
+    rng = np.random.default_rng(seed)
+    mask = rng.random((40, 50)) < 0.35
+    mask[5:35, 10] = mask[34, 10:40] = mask[5:35, 39] = True  # a long U-shape
+    comp = connected_components(torch.from_numpy(mask)).numpy()
+    assert len(np.unique(comp[mask])) == _bfs_component_count(mask)
+    assert np.all(comp[~mask] == -1)
