@@ -199,3 +199,10 @@ def test_connected_components_match_a_flood_fill(seed):
     comp = connected_components(torch.from_numpy(mask)).numpy()
     assert len(np.unique(comp[mask])) == _bfs_component_count(mask)
     assert np.all(comp[~mask] == -1)
+
+
+def test_albedo_clamps_before_resizing_like_the_reference():
+    raw = torch.zeros(1, 3, 1024, 768)
+    raw[..., :, ::2] = 3.0  # alternating columns: 3, 0, 3, 0 …
+    out = albedo_to_image(raw, dense_layout(384, 512))  # 2× downscale averages column pairs
+    assert torch.allclose(out, torch.full_like(out, 0.5))  # mean of clamp(3)=1 and 0, not clamp(mean)=1

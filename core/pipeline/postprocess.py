@@ -53,8 +53,11 @@ def normals_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
 
 
 def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
-    """Raw albedo output → (B, 3, H, W) in [0, 1] at the original size (clamped after the resize)."""
-    return uncrop(raw.to(torch.float32), layout).clamp(0.0, 1.0)
+    """Raw albedo output → (B, 3, H, W) in [0, 1] at the original size.
+
+    Clamped at network resolution before the resize, as the reference; bilinear weights are convex, so the
+    result stays in [0, 1] (the second clamp only removes float rounding)."""
+    return uncrop(raw.to(torch.float32).clamp(0.0, 1.0), layout).clamp(0.0, 1.0)
 
 
 @dataclass(frozen=True)
