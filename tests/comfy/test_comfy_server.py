@@ -128,6 +128,11 @@ def test_loader_lists_checkpoints_of_models_sapiens2(object_info, comfy_harness)
     assert options[-1].startswith("(download")
 
 
+def test_every_shipped_workflow_is_tested(comfy_harness):
+    assert sorted(p.stem for p in comfy_harness.WORKFLOWS.glob("*.json")) == sorted(WORKFLOW_NAMES)
+    assert sorted(p.stem for p in comfy_harness.API_WORKFLOWS.glob("*.json")) == sorted(WORKFLOW_NAMES)
+
+
 def test_example_workflows_are_listed_as_templates(client):
     templates = client.get("/workflow_templates")
     names = set(next(v for k, v in templates.items() if "sapiens2" in k))

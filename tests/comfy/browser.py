@@ -1,0 +1,180 @@
+"""Load workflows in the real ComfyUI frontend (headless Chromium driven by Python Playwright) and report problems.
+
+What counts as a problem: node types the frontend reports missing (its ``afterConfigureGraph`` list) or has not
+registered, a dialog left open after loading (e.g. "Some Nodes Are Missing"), uncaught JS errors or console errors
+while loading, and a graph that ``app.graphToPrompt()`` cannot turn into an API prompt containing every node.
+Requests to other hosts (the frontend calls api.comfy.org) are ignored: test machines are usually offline.
+
+Uses Debian's ``chromium`` (never ``playwright install``): set ``SAPIENS2_CHROMIUM`` to use another binary.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+BLANK = {"last_node_id": 0, "last_link_id": 0, "nodes": [], "links": [], "groups": [], "config": {}, "extra": {},
+         "version": 0.4}  # fmt: skip
+# Before the app boots: restore an empty workflow (not the template browser a first visit would open).
+INIT_SCRIPT = (
+    "try { localStorage.setItem('workflow', " + json.dumps(json.dumps(BLANK)) + ");"
+    " localStorage.setItem('Comfy.PreviousWorkflow', 'blank'); } catch (e) {}"
+)
+READY = """() => !!(window.app && app.graph && app.canvas && window.LiteGraph &&
+  Object.keys(LiteGraph.registered_node_types || {}).length > 0)"""
+HOOK = """() => {
+  if (window.__s2) return;
+  window.__s2 = {missing: null};
+  app.registerExtension({name: 'sapiens2.test.capture',
+    afterConfigureGraph(missing) { window.__s2.missing = JSON.parse(JSON.stringify(missing || [])); }});
+}"""
+LOAD = """async ({wf, name}) => {
+  window.__s2.missing = null;
+  try { await app.loadGraphData(wf, true, true, name); return null; }
+  catch (e) { return String((e && e.stack) || e); }
+}"""
+INSPECT = """async () => {
+  const reg = LiteGraph.registered_node_types;
+  const nodes = app.graph.nodes.map((n) => ({id: n.id, type: n.type, mode: n.mode, registered: n.type in reg,
+    virtual: !!n.isVirtualNode}));
+  let prompt = null, promptError = null;
+  try { prompt = (await app.graphToPrompt()).output; } catch (e) { promptError = String((e && e.stack) || e); }
+  const dialogs = [...document.querySelectorAll('.p-dialog')].filter((d) => getComputedStyle(d).display !== 'none')
+    .map((d) => (d.innerText || '').replace(/\\s+/g, ' ').slice(0, 400));
+  return {nodes, prompt, promptError, dialogs, missing: window.__s2.missing};
+}"""
+SET_WIDGET = """({type, widget, value}) => {
+  for (const n of app.graph.nodes) if (n.type === type)
+    for (const w of n.widgets || []) if (w.name === widget) w.value = value;
+}"""
+QUEUE = "async () => { await app.queuePrompt(0, 1); }"
+FIT = """() => {
+  let x0 = Infinity, y0 = Infinity, x1 = -Infinity, y1 = -Infinity;
+  for (const n of app.graph.nodes) { const b = n.boundingRect; x0 = Math.min(x0, b[0]); y0 = Math.min(y0, b[1]);
+    x1 = Math.max(x1, b[0] + b[2]); y1 = Math.max(y1, b[1] + b[3]); }
+  if (isFinite(x0)) app.canvas.ds.fitToBounds([x0 - 20, y0 - 20, x1 - x0 + 40, y1 - y0 + 40], {zoom: 0.95});
+  app.canvas.setDirty(true, true);
+}"""
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("SAPIENS2_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@dataclass
+class LoadReport:
+    name: str
+    problems: list[str] = field(default_factory=list)
+    prompt_nodes: int = 0
+    screenshot: Path | None = None
+
+
+class Frontend:
+    """One headless browser page on a ComfyUI server."""
+
+    def __init__(self, url: str, chromium: str) -> None:
+        self.url = url.rstrip("/")
+        self.origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(self.url))
+        self.chromium = chromium
+        self.events: list[tuple[str, str]] = []
+
+    def __enter__(self) -> Frontend:
+        from playwright.sync_api import sync_playwright
+
+        self._pw = sync_playwright().start()
+        self._browser = self._pw.chromium.launch(
+            executable_path=self.chromium, headless=True, args=CHROMIUM_ARGS
+        )
+        self.page = self._browser.new_page(viewport={"width": 1600, "height": 1000})
+        self.page.add_init_script(INIT_SCRIPT)
+        self.page.on("pageerror", lambda e: self.events.append(("pageerror", str(e))))
+        self.page.on("console", self._console)
+        self.page.goto(self.url + "/", wait_until="domcontentloaded", timeout=120_000)
+        self.page.wait_for_function(READY, timeout=120_000)
+        self.page.evaluate(HOOK)
+        self.page.wait_for_timeout(1000)  # let start-up toasts and the restored blank workflow settle
+        self.events.clear()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._browser.close()
+        self._pw.stop()
+
+    def _console(self, message) -> None:
+        if message.type == "error":
+            location = (message.location or {}).get("url", "")
+            self.events.append(("console.error", f"{message.text} [{location}]"))
+
+    def _local_problems(self) -> list[str]:
+        problems = []
+        for kind, text in self.events:
+            if "Failed to fetch" in text or "Failed to load resource" in text:
+                continue  # offline calls to other hosts; local HTTP failures surface as broken nodes instead
+            if kind == "console.error" and self.origin not in text and "http" in text:
+                continue  # an error reported by a script of another origin (network, telemetry)
+            problems.append(f"{kind}: {' '.join(text.split())[:300]}")
+        return problems
+
+    def load(self, workflow: dict, name: str) -> LoadReport:
+        """Load a UI workflow through the frontend's own loader and check the result."""
+        report = LoadReport(name)
+        self.page.keyboard.press("Escape")  # close whatever a previous run left open
+        self.events.clear()
+        error = self.page.evaluate(LOAD, {"wf": workflow, "name": name})
+        if error:
+            report.problems.append(f"app.loadGraphData failed: {error[:300]}")
+        self.page.wait_for_timeout(500)
+        info = self.page.evaluate(INSPECT)
+        for missing in info["missing"] or []:
+            report.problems.append(
+                f"missing node type: {missing.get('type') if isinstance(missing, dict) else missing}"
+            )
+        for node in info["nodes"]:
+            if not node["registered"]:
+                report.problems.append(
+                    f"node #{node['id']} type {node['type']} is not registered in the frontend"
+                )
+        report.problems += [f"dialog open after loading: {text}" for text in info["dialogs"]]
+        if info["promptError"]:
+            report.problems.append(f"app.graphToPrompt() failed: {info['promptError'][:300]}")
+        else:
+            prompt = info["prompt"] or {}
+            report.prompt_nodes = len(prompt)
+            for node in info["nodes"]:
+                if not node["virtual"] and node["mode"] == 0 and str(node["id"]) not in prompt:
+                    report.problems.append(
+                        f"node #{node['id']} {node['type']} is missing from the API prompt"
+                    )
+        report.problems += self._local_problems()
+        return report
+
+    def set_widget(self, node_type: str, widget: str, value) -> None:
+        self.page.evaluate(SET_WIDGET, {"type": node_type, "widget": widget, "value": value})
+
+    def queue_and_wait(self, client, timeout: float = 300.0) -> dict:
+        """Queue through the frontend's own Run path, then wait for the newest history entry."""
+        before = set(client.get("/history"))
+        self.page.evaluate(QUEUE)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            new = [k for k in client.get("/history") if k not in before]
+            if new:
+                return client.wait(new[0], timeout=max(1.0, deadline - time.time()))
+            time.sleep(0.3)
+        raise TimeoutError("the frontend did not queue the workflow")
+
+    def screenshot(self, path: Path) -> Path:
+        self.page.evaluate(FIT)
+        self.page.wait_for_timeout(400)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(path))
+        return path
