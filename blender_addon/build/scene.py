@@ -69,7 +69,8 @@ def _new_collection(context, name: str, created: CreatedData) -> bpy.types.Colle
     return collection
 
 
-def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: ImportOptions):
+def _person_joints(capture: Capture, person, options: ImportOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(K, 3) OpenCV joints and (K,) source codes (0 keypoints_3d, 1 pointmap, 2 placed on the depth plane)."""
     c = capture.camera
     layers = capture.layers
     sampler = (lambda rows, cols: layers.sample("P", rows, cols)) if "P" in layers else None
@@ -78,7 +79,7 @@ def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: Import
         foreground = lambda rows, cols: layers.sample("mask", rows, cols) >= 0.5  # noqa: E731
     elif "seg" in layers:
         foreground = lambda rows, cols: np.rint(layers.sample("seg", rows, cols)) != 0  # noqa: E731
-    joints, _ = joints_3d(
+    joints, source = joints_3d(
         person.keypoints,
         person.keypoints_3d,
         sampler,
@@ -90,7 +91,7 @@ def _person_rest(capture: Capture, person, hierarchy: Hierarchy, options: Import
         options.keypoint_depth,
         foreground,
     )
-    return joints
+    return joints, source
 
 
 def _skeleton_pose(hierarchy: Hierarchy, joints_cv: np.ndarray, options: ImportOptions):
@@ -141,9 +142,7 @@ def import_capture(
     if options.import_armatures and capture.people:
         hierarchy = build_hierarchy(capture.keypoint_names, capture.skeleton)
         for person in capture.people:
-            heads, tails = _skeleton_pose(
-                hierarchy, _person_rest(capture, person, hierarchy, options), options
-            )
+            heads, tails = _skeleton_pose(hierarchy, _person_joints(capture, person, options)[0], options)
             scores = bone_scores(hierarchy, person.keypoints[:, 2])
             made.append(
                 create_armature(
@@ -215,16 +214,21 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
         tracks = np.zeros((len(frames), num_k, 3))
         scores = np.zeros((len(frames), num_k))
         seen = np.zeros((len(frames), num_k), dtype=bool)
+        measured = np.zeros((len(frames), num_k), dtype=bool)
         for t, capture in enumerate(sequence.frames):
             person = next((p for p in capture.people if p.id == person_id), None)
             if person is None:
                 continue
-            tracks[t] = _person_rest(capture, person, hierarchy, options)
+            tracks[t], source = _person_joints(capture, person, options)
+            measured[t] = source < 2
             scores[t] = person.keypoints[:, 2]
             seen[t] = True
         present = np.nonzero(seen.any(axis=1))[0]
         fallback = tracks[present[0]]
+        # Interpolate in time over low scores and joints that had no 3D of their own (placed on a plane); a joint
+        # never measured in any frame keeps its plane placement.
         valid = seen & (scores >= options.keypoint_threshold)
+        valid &= measured | ~(valid & measured).any(axis=0)
         tracks = smooth_tracks(fill_gaps(tracks, valid, fallback), options.smoothing)
         poses = [_skeleton_pose(hierarchy, tracks[t], options) for t in range(len(frames))]
         heads = np.stack([h for h, _ in poses])

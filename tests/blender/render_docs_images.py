@@ -95,11 +95,19 @@ def segments_as_tubes(name, segments, radius, colour):
     return obj
 
 
-def look_from(name, location, target, lens=40):
+def frame_points(name, points, direction, lens=50, margin=1.25):
+    """A camera looking along -direction at the points' centre, far enough back to fit their height."""
+    pts = np.array([tuple(p) for p in points])
+    lo, hi = pts.min(axis=0), pts.max(axis=0)
+    centre = Vector(((lo + hi) / 2).tolist())
+    extent = float(np.max(hi - lo))
     cam = bpy.data.objects.new(name, bpy.data.cameras.new(name))
     cam.data.lens = lens
-    cam.location = location
-    cam.rotation_euler = (Vector(target) - Vector(location)).to_track_quat("-Z", "Y").to_euler()
+    cam.data.sensor_fit = "VERTICAL"
+    distance = margin * extent / 2 / (cam.data.sensor_height / 2 / lens)
+    direction = Vector(direction).normalized()
+    cam.location = centre + direction * distance
+    cam.rotation_euler = (-direction).to_track_quat("-Z", "Y").to_euler()
     bpy.context.scene.collection.objects.link(cam)
     return cam
 
@@ -124,8 +132,9 @@ try:
     segments_as_tubes("bones", pose_segments(arm), 0.009, (0.95, 0.25, 0.05, 1.0))
     setup_render(scene, 640, 480)
     mesh = next(o for o in bpy.data.objects if o.type == "MESH" and o.name.endswith("mesh"))
-    centre = sum((Vector(c) for c in mesh.bound_box), Vector()) / 8
-    scene.camera = look_from("overview", centre + Vector((2.3, -1.6, 0.9)), centre)
+    co = np.empty(len(mesh.data.vertices) * 3, np.float32)
+    mesh.data.vertices.foreach_get("co", co)
+    scene.camera = frame_points("overview", co.reshape(-1, 3)[::50], (1.0, -0.9, 0.35), margin=1.05)
     scene.render.filepath = os.path.join(out_dir, "blender_import_overview.png")
     bpy.ops.render.render(write_still=True)
 
@@ -147,21 +156,20 @@ try:
     gap = np.ones((512, 8, 3), np.float32)
     save_rgb(os.path.join(out_dir, "blender_camera_view.png"), np.concatenate([src, gap, rendered_rgb], axis=1))
 
-    # A sequence: the keyframed armature at three frames, overlaid.
+    # A sequence: the keyframed armature at three frames (arms raising), overlaid.
     bpy.ops.wm.read_homefile(use_empty=True)
     scene = bpy.context.scene
-    assert bpy.ops.import_scene.sapiens2_capture(filepath=sequence, smoothing=3) == {"FINISHED"}
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=sequence) == {"FINISHED"}
     arm = next(o for o in bpy.data.objects if o.type == "ARMATURE")
     colours = [(0.1, 0.45, 0.95, 1.0), (0.2, 0.8, 0.3, 1.0), (0.95, 0.3, 0.1, 1.0)]
-    frames = [scene.frame_start, (scene.frame_start + scene.frame_end) // 2, scene.frame_end]
+    frames = [scene.frame_start, scene.frame_start + 2, (scene.frame_start + scene.frame_end) // 2]
     tubes = []
     for frame, colour in zip(frames, colours):
         scene.frame_set(frame)
         tubes.append(segments_as_tubes(f"pose {frame}", pose_segments(arm), 0.006, colour))
     setup_render(scene, 640, 480, samples=16)
-    pts = [Vector(v.co) for o in tubes for v in o.data.vertices]
-    centre = sum(pts, Vector()) / len(pts)
-    scene.camera = look_from("overview", centre + Vector((1.6, -1.4, 0.5)), centre, lens=45)
+    pts = [v.co for o in tubes for v in o.data.vertices]
+    scene.camera = frame_points("poses", pts, (0.45, -1.0, 0.2), margin=1.1)
     scene.render.filepath = os.path.join(out_dir, "blender_sequence_poses.png")
     bpy.ops.render.render(write_still=True)
 finally:
@@ -181,7 +189,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sapiens2_docs_") as tmp:
         folder = Path(tmp)
         bundle = sc.write_figure(folder, "figure", 768, 1024)
-        sequence = sc.write_figure_sequence(folder, "walk", 192, 256, 9)
+        sequence = sc.write_figure_sequence(folder, "walk", 384, 512, 9)
         built = subprocess.run(
             [sys.executable, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(folder / "dist")],
             check=True, capture_output=True, text=True,

@@ -150,6 +150,7 @@ def figure_layers(width: int, height: int, keypoints: np.ndarray, background_dep
     albedo = palette[seg] * 0.8 + 0.1
     backdrop = np.stack([0.25 + 0.2 * vv / height, 0.3 + 0.0 * uu, 0.35 + 0.1 * uu / width], axis=-1)
     image = np.where(mask[..., None] > 0, albedo * shade, backdrop)
+    points[mask == 0] = 0.0  # the contract: P is 0 on background pixels
     return {
         "points": points,
         "normals": normals.astype(np.float32),

@@ -107,3 +107,28 @@ def test_without_mesh_per_frame_there_are_no_meshes(bpy_empty, bundles):
     import_walk(bpy, bundles)
     assert not [o for o in bpy.data.objects if o.type == "MESH"]
     assert {o.type for o in bpy.data.objects} == {"ARMATURE", "CAMERA"}
+
+
+def test_missing_and_low_score_joints_are_interpolated_in_time(
+    bpy_empty, bundles, walk, tmp_path, to_blender
+):
+    """Frame 3 loses left_wrist's 3D and left_knee's score: both come from frames 2 and 4."""
+    import json
+    import shutil
+
+    for path in bundles.glob("walk*"):
+        shutil.copy(path, tmp_path / path.name)
+    frame3 = json.loads((tmp_path / "walk_0003.json").read_text(encoding="utf-8"))
+    wrist, knee = walk["names"].index("left_wrist"), walk["names"].index("left_knee")
+    frame3["people"][0]["keypoints_3d"][wrist] = None
+    frame3["people"][0]["keypoints"][knee][2] = 0.05
+    (tmp_path / "walk_0003.json").write_text(json.dumps(frame3), encoding="utf-8")
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    arm = bpy.data.objects["walk person 0"]
+    bpy.context.scene.frame_set(3)
+    for k, name in ((wrist, "left_wrist"), (knee, "left_knee")):
+        expected = to_blender((walk["joints"][1, k] + walk["joints"][3, k]) / 2)
+        np.testing.assert_allclose(arm.pose.bones[name].head, expected, atol=1e-4)
