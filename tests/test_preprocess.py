@@ -232,3 +232,38 @@ def test_dense_layout_rules():
 def test_pose_crop_rejects_degenerate_boxes():
     with pytest.raises(ValueError, match="x2 > x1"):
         pose_crop((10, 10, 10, 20))
+
+
+# ------------------------------------------------------------------ optional cross-check against OpenCV itself
+
+
+def _noisy_gradient(h: int, w: int, seed: int) -> np.ndarray:
+    y, x = np.mgrid[0:h, 0:w]
+    rng = np.random.default_rng(seed)
+    img = np.stack(
+        [255 * x / (w - 1), 255 * y / (h - 1), 127.5 + 127.5 * np.sin(2 * np.pi * (x + y) / 37)], -1
+    )
+    return np.clip(np.round(img + rng.normal(0, 20, (h, w, 3))), 0, 255).astype(np.uint8)
+
+
+@pytest.mark.parametrize(("h", "w"), [(1080, 1920), (500, 333), (97, 1601), (2048, 1536)])
+def test_bit_exact_against_installed_opencv(h, w):
+    """Runs only where OpenCV is installed (it is not a dependency): 8-bit dense / seg / pose inputs vs cv2."""
+    cv2 = pytest.importorskip("cv2")
+    image = _noisy_gradient(h, w, seed=h + w)
+    p = prepare_image(image)
+    out, layout = preprocess_dense(p.pixels, quantize=True)
+    left, right, top, bottom = layout.padding
+    ref = np.pad(
+        cv2.resize(image, layout.resized_size, interpolation=cv2.INTER_LINEAR),
+        ((top, bottom), (left, right), (0, 0)),
+    )
+    assert np.array_equal(out.permute(1, 2, 0).numpy().astype(np.uint8), ref)
+    seg = preprocess_seg(p.pixels, quantize=True).permute(1, 2, 0).numpy()
+    ref = cv2.resize(image, (768, 1024), interpolation=cv2.INTER_AREA if w > 768 else cv2.INTER_CUBIC)
+    assert np.abs(seg - ref.astype(np.float32)).max() <= 1 and (seg != ref).mean() < 1e-4
+    for box in [(w * 0.2, h * 0.1, w * 0.6, h * 0.9), (w * 0.45, h * 0.4, w * 0.55, h * 0.6)]:
+        crop = pose_crop(box)
+        ours = preprocess_pose_crop(p.pixels, crop, quantize=True).permute(1, 2, 0).numpy().astype(np.uint8)
+        flag = cv2.INTER_CUBIC if crop.interpolation == "cubic" else cv2.INTER_AREA
+        assert np.array_equal(ours, cv2.warpAffine(image, crop.warp, (768, 1024), flags=flag))
