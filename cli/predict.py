@@ -57,16 +57,24 @@ def resolve_checkpoints(args: argparse.Namespace, tasks: list[str]) -> dict[str,
             f"--checkpoint given for {', '.join(unused)}, which is not in --tasks {','.join(tasks)}"
         )
     paths: dict[str, Path] = {}
+    problems: list[str] = []
     for task in tasks:
         if task in overrides:
             path = Path(overrides[task]).expanduser()
             if not path.is_file():
                 raise InputError(f"--checkpoint {task}={path}: file not found")
             paths[task] = path
-        else:
+            continue
+        try:
             paths[task] = hub.ensure_checkpoint(
                 task, args.size, args.checkpoint_dir, allow_download=not args.no_download
             )
+        except hub.HubError as exc:  # keep going: the user should learn about every missing file at once
+            problems.append(f"{task}: {exc}")
+    if len(problems) == 1:
+        raise hub.HubError(problems[0].split(": ", 1)[1])
+    if problems:
+        raise hub.HubError(f"{len(problems)} checkpoints are missing:\n  " + "\n  ".join(problems))
     return paths
 
 
