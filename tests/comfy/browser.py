@@ -94,7 +94,7 @@ class Frontend:
         self._browser = self._pw.chromium.launch(
             executable_path=self.chromium, headless=True, args=CHROMIUM_ARGS
         )
-        self.page = self._browser.new_page(viewport={"width": 1600, "height": 1000})
+        self.page = self._browser.new_page(viewport={"width": 2400, "height": 1500})
         self.page.add_init_script(INIT_SCRIPT)
         self.page.on("pageerror", lambda e: self.events.append(("pageerror", str(e))))
         self.page.on("console", self._console)

@@ -125,8 +125,10 @@ class Graph:
                     pending.append((n, name, value, len(ui_inputs) - 1, ui_inputs))
             x = 40 + n.column * 380
             y = rows.get(n.column, 40.0)
-            height = 60 + 26 * (len(widgets) + max(len(ui_inputs), len(info["output"])))
-            rows[n.column] = y + height + 40
+            height = 40 + 24 * (len(widgets) + max(len(ui_inputs), len(info["output"])))
+            if n.class_type in ("LoadImage", "SaveImage", "PreviewImage") or info.get("output_node"):
+                height += 240  # room for the image / text preview the frontend draws inside the node
+            rows[n.column] = y + height + 50
             ui_nodes.append(
                 {
                     "id": n.id,
