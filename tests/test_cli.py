@@ -302,8 +302,10 @@ def test_sequence_smoother_filters_jitter_and_scale() -> None:
         scales.append(out["pointmap"].scale)
         fxs.append(out["pointmap"].intrinsics[0])
         assert out["pose"].people[0].track_id == 0
-        # points and focal length follow the smoothed scale (metric = canonical / scale)
-        np.testing.assert_allclose(out["pointmap"].points.numpy(), 2.0 / out["pointmap"].scale, rtol=1e-5)
+        # depth and focal length follow the smoothed scale (Z = Z_canonical / scale, fx ∝ 1 / scale)
+        np.testing.assert_allclose(
+            out["pointmap"].points.numpy()[..., 2], 2.0 / out["pointmap"].scale, rtol=1e-5
+        )
     assert scales == pytest.approx([1.0, 1.5, 1.75, 1.125])  # EMA with alpha 0.5
     assert fxs == pytest.approx([100.0 / s for s in scales])
     assert np.std(np.diff(smooth_kp, axis=0)) < 0.5 * np.std(np.diff(raw_kp, axis=0))
