@@ -110,8 +110,18 @@ def figure_keypoints(width: int, height: int, sway: float = 0.0, seed: int = 0) 
     return kps
 
 
-def figure_layers(width: int, height: int, keypoints: np.ndarray, background_depth: float = 4.0) -> dict:
-    """Depth, points, normals, seg, mask, image and albedo for the capsule figure at ~3 m."""
+def figure_layers(
+    width: int,
+    height: int,
+    keypoints: np.ndarray,
+    background_depth: float = 4.0,
+    background_points: bool = False,
+) -> dict:
+    """Depth, points, normals, seg, mask, image and albedo for the capsule figure at ~3 m.
+
+    ``background_points`` keeps the backdrop's points (a pointmap that was not masked) instead of the contract's
+    zeros, so every pixel is valid: the worst case for the mesh builder.
+    """
     fx, fy, cx, cy = intrinsics(width, height)
     index = {n: i for i, n in enumerate(_NAMES)}
     u = np.arange(width, dtype=np.float64) + 0.5
@@ -150,7 +160,8 @@ def figure_layers(width: int, height: int, keypoints: np.ndarray, background_dep
     albedo = palette[seg] * 0.8 + 0.1
     backdrop = np.stack([0.25 + 0.2 * vv / height, 0.3 + 0.0 * uu, 0.35 + 0.1 * uu / width], axis=-1)
     image = np.where(mask[..., None] > 0, albedo * shade, backdrop)
-    points[mask == 0] = 0.0  # the contract: P is 0 on background pixels
+    if not background_points:
+        points[mask == 0] = 0.0  # the contract: P is 0 on background pixels
     return {
         "points": points,
         "normals": normals.astype(np.float32),
@@ -162,12 +173,14 @@ def figure_layers(width: int, height: int, keypoints: np.ndarray, background_dep
     }
 
 
-def figure_frame(width: int, height: int, sway: float = 0.0, frame: int | None = None):
+def figure_frame(
+    width: int, height: int, sway: float = 0.0, frame: int | None = None, background_points: bool = False
+):
     """A CaptureFrame of the synthetic person (project writer's type)."""
     from sapiens2_studio.core.formats.bundle import CaptureFrame, CapturePerson
 
     kps = figure_keypoints(width, height, sway)
-    layers = figure_layers(width, height, kps)
+    layers = figure_layers(width, height, kps, background_points=background_points)
     x1, y1 = kps[:, 0].min(), kps[:, 1].min()
     x2, y2 = kps[:, 0].max(), kps[:, 1].max()
     person = CapturePerson(bbox=(x1, y1, x2, y2), keypoints=kps, bbox_source="seg")
@@ -263,10 +276,10 @@ def write_tiny(folder: Path, name: str = "tiny") -> Path:
     return write_bundle(folder, name, frame)
 
 
-def write_figure(folder: Path, name: str, width: int, height: int) -> Path:
+def write_figure(folder: Path, name: str, width: int, height: int, background_points: bool = False) -> Path:
     from sapiens2_studio.core.formats.bundle import write_bundle
 
-    return write_bundle(folder, name, figure_frame(width, height))
+    return write_bundle(folder, name, figure_frame(width, height, background_points=background_points))
 
 
 def write_figure_sequence(

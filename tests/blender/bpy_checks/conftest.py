@@ -16,8 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-# Must be set before bpy is imported anywhere, or Blender writes to ~/.config/blender.
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="sapiens2_blender_user_"))
+# Must be set before bpy is imported anywhere, or Blender writes to ~/.config/blender (the outer runner sets it;
+# this covers running a check module by hand). The outer pytest run also reads this file but never imports bpy.
+if os.environ.get("SAPIENS2_EXTENSION_ZIP") and not os.environ.get("BLENDER_USER_RESOURCES"):
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="sapiens2_blender_user_")
 
 MODULE = "bl_ext.user_default.sapiens2_capture"
 OPENCV_TO_Z_UP = np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]])  # (x, y, z)_cv -> (x, z, -y)
