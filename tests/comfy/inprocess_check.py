@@ -1,0 +1,88 @@
+"""Run inside ComfyUI's own Python (not pytest's): the pack against ComfyUI's real modules, in one process.
+
+Checks what an HTTP round trip cannot see: the loader's ModelPatcher joins ComfyUI's loaded-model list and can be
+unloaded, outputs live on ``intermediate_device()``, ComfyUI's ProgressBar hook receives chunk progress, an
+interrupt stops a task node, and a node whose schema fails is dropped alone.  Prints one JSON object.
+
+Usage: COMFYUI_PYTHON inprocess_check.py COMFYUI_PATH REPO WORK_DIR
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import sys
+
+
+def main() -> None:
+    comfy, repo, work = sys.argv[1:4]
+    os.chdir(comfy)
+    sys.path.insert(0, comfy)  # ComfyUI's own layout: its root is on sys.path in the server too
+    from comfy.cli_args import args
+
+    args.cpu = True
+    import comfy.model_management as mm
+    import comfy.utils
+    import folder_paths
+    import torch
+
+    spec = importlib.util.spec_from_file_location("sapiens2_pack", os.path.join(repo, "__init__.py"),
+                                                  submodule_search_locations=[repo])  # fmt: skip
+    pack = importlib.util.module_from_spec(spec)
+    sys.modules["sapiens2_pack"] = pack
+    spec.loader.exec_module(pack)
+    extension = asyncio.run(pack.comfy_entrypoint())
+    classes = {c.__name__: c for c in asyncio.run(extension.get_node_list())}
+    out: dict = {"nodes": sorted(classes)}
+
+    from sapiens2_pack.comfy_nodes import load_node_classes, nodes_relight
+
+    original = nodes_relight.Sapiens2Relight.define_schema
+    nodes_relight.Sapiens2Relight.define_schema = classmethod(
+        lambda cls: (_ for _ in ()).throw(TypeError("old host"))
+    )
+    out["nodes_when_one_schema_fails"] = sorted(c.__name__ for c in load_node_classes())
+    nodes_relight.Sapiens2Relight.define_schema = original
+
+    from sapiens2_pack.core.checkpoints.synthetic import write_synthetic_checkpoint
+
+    models = os.path.join(work, "models")
+    write_synthetic_checkpoint(os.path.join(models, "sub", "tiny_seg.safetensors"), task="seg")
+    folder_paths.add_model_folder_path("sapiens2", models)
+
+    def node(name):
+        return classes[name].PREPARE_CLASS_CLONE({"unique_id": "7"})
+
+    loader = node("Sapiens2ModelLoader")
+    loaded, info = loader.execute("sub/tiny_seg.safetensors", "seg", "1b", "auto", "auto", False).args
+    mm.load_models_gpu([loaded.patcher])
+    out["info"] = info
+    out["patcher_loaded"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)
+
+    calls = []
+    comfy.utils.set_progress_bar_global_hook(
+        lambda value, total, preview, node_id=None: calls.append([value, total])
+    )
+    image = torch.rand(3, 40, 32, 3)
+    seg, preview, person = node("Sapiens2Segment").execute(loaded, image, 2).args
+    out["progress"] = list(calls)
+    out["output_devices"] = sorted({str(t.device) for t in (preview, person, seg.results[0].labels)})
+    out["intermediate_device"] = str(mm.intermediate_device())
+
+    mm.interrupt_current_processing(True)
+    try:
+        node("Sapiens2Segment").execute(loaded, image, 1)
+        out["interrupted"] = False
+    except mm.InterruptProcessingException:
+        out["interrupted"] = True
+    mm.interrupt_current_processing(False)
+
+    mm.unload_all_models()
+    out["patcher_loaded_after_unload"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The pack inside ComfyUI's own Python process: model management, progress, interrupts, per-node fallback.
+
+Runs ``inprocess_check.py`` with COMFYUI_PYTHON (ComfyUI's torch, numpy and modules), so it is skipped without a
+ComfyUI checkout like the server tests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.comfyui
+HERE = Path(__file__).resolve().parent
+
+
+def test_pack_inside_comfyui_process(comfy_paths, tmp_path):
+    checkout, python = comfy_paths
+    run = subprocess.run(
+        [str(python), str(HERE / "inprocess_check.py"), str(checkout), str(HERE.parents[1]), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert len(out["nodes"]) == 12
+    # A node this host cannot describe is dropped alone; the rest of the pack stays.
+    assert out["nodes_when_one_schema_fails"] == sorted(set(out["nodes"]) - {"Sapiens2Relight"})
+    assert "Sapiens2 custom seg" in out["info"] and "dtype float32" in out["info"]
+    assert out["patcher_loaded"] is True and out["patcher_loaded_after_unload"] is False
+    assert out["output_devices"] == [out["intermediate_device"]]
+    # Chunks of 2 over 3 images: progress 0/3, 2/3, 3/3 reported through ComfyUI's ProgressBar hook.
+    assert out["progress"] == [[0, 3], [2, 3], [3, 3]]
+    assert out["interrupted"] is True
