@@ -2,7 +2,7 @@
 
 Pixel coordinates follow the bundle contract: origin at the top-left corner of the top-left pixel, pixel centres
 at i + 0.5, so the image centre is (W/2, H/2) and no half-pixel correction is needed. Blender's shift is in units
-of the larger image side; +shift_y moves the view up while image y grows downwards, hence the sign flip.
+of the fitted image side; +shift_y moves the view up while image y grows downwards, hence the sign flip.
 """
 
 from __future__ import annotations
@@ -31,27 +31,26 @@ def camera_settings(
 ) -> BlenderCameraSettings:
     """Blender camera data values that reproduce the pinhole projection of a width x height image.
 
-    The larger image side is fitted to a 36 mm sensor. Non-square pixels (fx != fy) become Blender's pixel aspect,
-    which scales the vertical axis: the lens follows fx and pixel_aspect_y / pixel_aspect_x = fx / fy.
+    Follows Blender's view-plane maths: with ``ycor = pixel_aspect_y / pixel_aspect_x`` a y pixel spans ``ycor``
+    x-units; the fitted side (``viewfac`` = W, or ycor * H for a vertical fit) maps to the 36 mm sensor, and the
+    shift is measured in ``viewfac`` x-units. Non-square pixels (fx != fy) become the render pixel aspect,
+    ``ycor = fx / fy``.
     """
-    largest = max(width, height)
-    if width >= height:
-        fit, lens = "HORIZONTAL", fx * SENSOR_SIZE_MM / width
+    ycor = fx / fy
+    aspect_x, aspect_y = (1.0, ycor) if ycor >= 1.0 else (1.0 / ycor, 1.0)
+    if abs(ycor - 1.0) < 1e-9:
+        aspect_x = aspect_y = 1.0
+    if width >= ycor * height:
+        fit, viewfac = "HORIZONTAL", float(width)
     else:
-        fit, lens = "VERTICAL", fx * SENSOR_SIZE_MM / height
-    aspect_x, aspect_y = 1.0, 1.0
-    if abs(fx - fy) > 1e-6 * max(fx, fy):
-        if fx > fy:
-            aspect_y = fx / fy
-        else:
-            aspect_x = fy / fx
+        fit, viewfac = "VERTICAL", ycor * height
     return BlenderCameraSettings(
-        lens=lens,
+        lens=fx * SENSOR_SIZE_MM / viewfac,
         sensor_fit=fit,
         sensor_width=SENSOR_SIZE_MM,
         sensor_height=SENSOR_SIZE_MM,
-        shift_x=(width / 2.0 - cx) / largest,
-        shift_y=(cy - height / 2.0) / largest,
+        shift_x=(width / 2.0 - cx) / viewfac,
+        shift_y=(cy - height / 2.0) * ycor / viewfac,
         resolution_x=int(width),
         resolution_y=int(height),
         pixel_aspect_x=aspect_x,
