@@ -130,7 +130,8 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
     )
 
     def invoke(self, context, event):
-        if self.filepath and hasattr(ImportHelper, "invoke_popup"):  # drag-and-drop (4.2+)
+        # A drop (FileHandler) sets filepath: show the options popup; from the menu open the file browser.
+        if hasattr(ImportHelper, "invoke_popup"):  # 4.2+
             return self.invoke_popup(context)
         return ImportHelper.invoke(self, context, event)
 
