@@ -10,23 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-Box = tuple[float, float, float, float]
-
-
-def _one_box(value: Any, where: str) -> Box:
-    if isinstance(value, Mapping):
-        try:
-            x, y = float(value["x"]), float(value["y"])
-            w, h = float(value["width"]), float(value["height"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(
-                f"{where}: a bounding box needs numeric x, y, width and height, got keys {sorted(value)}"
-            ) from None
-        return (x, y, x + w, y + h)
-    if isinstance(value, Sequence) and len(value) == 4 and all(isinstance(v, (int, float)) for v in value):
-        x1, y1, x2, y2 = (float(v) for v in value)
-        return (x1, y1, x2, y2)
-    raise ValueError(f"{where}: cannot read a bounding box from {type(value).__name__} {str(value)[:80]}")
+from ..core.pipeline.boxes import Box, normalize_box
 
 
 def _is_box(value: Any) -> bool:
@@ -58,7 +42,10 @@ def boxes_per_image(value: Any, batch: int, width: int, height: int, node: str) 
             frame = [frame]
         boxes = []
         for j, item in enumerate(frame):
-            x1, y1, x2, y2 = _one_box(item, f"{node}: bboxes[{i}][{j}]")
+            try:
+                x1, y1, x2, y2 = normalize_box(item)
+            except ValueError as exc:
+                raise ValueError(f"{node}: bboxes[{i}][{j}]: {exc}") from None
             x1, x2 = max(0.0, min(x1, x2)), min(float(width), max(x1, x2))
             y1, y2 = max(0.0, min(y1, y2)), min(float(height), max(y1, y2))
             if x2 - x1 >= 1.0 and y2 - y1 >= 1.0:

@@ -10,6 +10,7 @@ from comfy_api.latest import io, ui
 from . import export_logic
 from .comfy_host import ComfyRuntime
 from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+from .types import TaskBatch
 
 
 def _output_target(prefix: str, width: int, height: int) -> tuple[str, str, str]:
@@ -153,7 +154,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
     def execute(
         cls, pointmap, format, filename_prefix, max_edge_ratio, image=None, mask=None, normals=None
     ) -> io.NodeOutput:
-        width, height = getattr(pointmap, "size", (0, 0)) if hasattr(pointmap, "results") else (0, 0)
+        width, height = pointmap.size if isinstance(pointmap, TaskBatch) and len(pointmap) else (0, 0)
         folder, name, subfolder = _output_target(filename_prefix, width, height)
         paths = export_logic.export_meshes(
             pointmap,

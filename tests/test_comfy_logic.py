@@ -197,8 +197,12 @@ def test_bounding_box_values_of_comfyui_core_and_lists():
     ]
     assert boxes.boxes_per_image(None, 2, 10, 10, "N") is None
     assert boxes.boxes_per_image([], 2, 10, 10, "N") is None
-    with pytest.raises(ValueError, match="needs numeric x, y, width and height"):
+    with pytest.raises(ValueError, match=r"bboxes\[0\]\[0\]: box dict needs keys x, y, width, height"):
         boxes.boxes_per_image([{"x": 1}], 1, 10, 10, "N")
+    # Boxes partly outside the image are clipped; boxes entirely outside are dropped.
+    assert boxes.boxes_per_image([[-5, -5, 5, 5], [50, 50, 60, 60]], 1, 20, 20, "N") == [
+        [(0.0, 0.0, 5.0, 5.0)]
+    ]
 
 
 # ------------------------------------------------------------------------------------------- task nodes
