@@ -1,16 +1,20 @@
 """UDP heatmap decoding with DARK-UDP refinement, flip test and the crop → image mapping, batched in torch.
 
-Reproduces the reference codec (argmax → Gaussian modulation → log → one Newton step) over a whole
-(B, K, H, W) batch at once:
-- blur: 11×11 Gaussian with OpenCV's default σ = 0.3·((11 − 1)/2 − 1) + 0.8 = 2.0 on a zero-padded map,
-  rescaled so each channel keeps its original maximum; clip to [1e-3, 50]; log; edge padding by 1;
-- Newton step with the Hessian + float32-eps·I, solved in float64 like the reference's `np.linalg.inv`;
-- the derivative taps use the reference's flat-index arithmetic, so channels whose maximum is ≤ 0 (location
-  −1) read the same neighbours the reference reads (values of the previous channel's padding).
-One documented option: `max_refine_step` (heatmap pixels, default None = the reference). When the Newton step
-is not finite or larger than this on either axis — a near-singular Hessian, which the reference follows and
-throws the point hundreds of pixels away — the keypoint stays at its argmax. Steps on well-formed (trained)
-heatmaps are < 1 px, so 2.0 is a safe guard; random-weight heatmaps take steps of 40+ px on many channels.
+Reproduces the reference codec (argmax → Gaussian modulation → log → one Newton step) bit for bit:
+- argmax per channel (first index on ties), score = the maximum, location −1 where the maximum ≤ 0;
+- modulation: 11×11 Gaussian, OpenCV's default σ = 0.3·((11 − 1)/2 − 1) + 0.8 = 2.0, on a zero-padded map,
+  rescaled so each channel keeps its original maximum; clip to [1e-3, 50]; log; edge padding by 1. The blur
+  emulates `cv2.GaussianBlur`'s float32 FMA passes exactly, but only where the result is used (the 7 taps per
+  keypoint and the candidates for each channel's maximum), so it stays cheap;
+- the Newton step (Hessian + float32-eps·I, `np.linalg.inv` in float64) runs in numpy on the B·K·7 taps,
+  with numpy's float32 log, as the reference; the taps follow the reference's flat-index arithmetic, so a
+  location of −1 reads the neighbours the reference reads (the previous channel's padding).
+The DARK step amplifies last-bit differences ~10⁴× on flat heatmaps, which is why the arithmetic is matched.
+Two documented deviations: a non-finite step (the reference gives NaN, e.g. for an all-zero channel) keeps
+the argmax; and the option `max_refine_step` (heatmap pixels; default None = the reference) keeps the argmax
+when the step is longer than that on either axis — a near-singular Hessian, which the reference follows and
+throws the point far away. Steps on well-formed (trained) heatmaps are < 1 px, so 2.0 is a safe guard;
+random-weight heatmaps take steps of 40+ px on many channels.
 """
 
 from __future__ import annotations
@@ -49,25 +53,101 @@ def heatmap_maximum(heatmaps: Tensor) -> tuple[Tensor, Tensor]:
     return locs, vals
 
 
+def _blur_fast(x: Tensor, taps: list[float], h: int, w: int) -> Tensor:
+    """Separable blur of a zero-padded (…, h + 2r, w + 2r) map in plain float32 (last-bit differences to cv2)."""
+    rows = x[..., :, 0:w] * taps[0]
+    for t in range(1, len(taps)):
+        rows.add_(x[..., :, t : t + w], alpha=taps[t])
+    out = rows[..., 0:h, :] * taps[0]
+    for t in range(1, len(taps)):
+        out.add_(rows[..., t : t + h, :], alpha=taps[t])
+    return out
+
+
+def _blur_exact_at(padded: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: list[float]) -> Tensor:
+    """`cv2.GaussianBlur` of a float32 map at selected pixels, bit for bit.
+
+    OpenCV's float separable filter accumulates the row pass as `s = fma(src_k, k_k, s)` from zero and the
+    symmetric column pass as `fma(centre, k_0, 0)` then `fma(up_k + down_k, k_k, s)`. An fma is emulated
+    exactly in float64 (a float32 product is exact there) and rounded once to float32. `padded` is the
+    (N, h + 2r, w + 2r) zero-padded map; (y, x) are unpadded pixel coordinates.
+    """
+    n = len(taps)
+    half = n // 2
+    work = torch.device("cpu") if padded.device.type == "mps" else padded.device  # MPS has no float64
+    span = torch.arange(n, device=padded.device)
+    rows_idx = (y[:, None] + span)[:, :, None]  # (P, n, 1)
+    cols_idx = (x[:, None] + span)[:, None, :]  # (P, 1, n)
+    window = padded[channel[:, None, None], rows_idx, cols_idx].to(work, torch.float64)  # (P, n, n)
+    rows = torch.zeros(window.shape[:2], dtype=torch.float64, device=work)
+    for t in range(n):
+        rows = (window[:, :, t] * taps[t] + rows).to(torch.float32).to(torch.float64)
+    out = (rows[:, half] * taps[half]).to(torch.float32)
+    for t in range(1, half + 1):
+        pair = (rows[:, half + t] + rows[:, half - t]).to(torch.float32)
+        out = (pair.to(torch.float64) * taps[half + t] + out.to(torch.float64)).to(torch.float32)
+    return out.to(padded.device)
+
+
 def modulate_heatmaps(heatmaps: Tensor, kernel_size: int = 11) -> Tensor:
-    """Zero-padded Gaussian blur, rescaled per channel to the original maximum (float32)."""
+    """Zero-padded Gaussian blur rescaled per channel to the original maximum, in float32 over whole maps.
+
+    A fast approximation for inspection; decoding uses `_modulated_at`, which is bit-exact with the reference.
+    """
     b, k, h, w = heatmaps.shape
     hm = heatmaps.to(torch.float32)
-    kernel = opencv_gaussian_kernel(kernel_size)
+    taps = [float(v) for v in opencv_gaussian_kernel(kernel_size)]
     pad = kernel_size // 2
-    taps = [float(v) for v in kernel]
-    x = F.pad(hm, (pad, pad, pad, pad))  # explicit zero padding, as the reference
-    rows = x[..., :, 0:w] * taps[0]
-    for t in range(1, kernel_size):
-        rows.add_(x[..., :, t : t + w], alpha=taps[t])
-    x = rows[..., 0:h, :] * taps[0]
-    for t in range(1, kernel_size):
-        x.add_(rows[..., t : t + h, :], alpha=taps[t])
-    x = x.reshape(b, k, h, w)
-    origin_max = hm.reshape(b, k, -1).amax(dim=2)
-    blur_max = x.reshape(b, k, -1).amax(dim=2)
-    ratio = origin_max / blur_max
-    return x * ratio[..., None, None]
+    out = _blur_fast(F.pad(hm, (pad, pad, pad, pad)), taps, h, w)
+    ratio = hm.reshape(b, k, -1).amax(dim=2) / out.reshape(b, k, -1).amax(dim=2)
+    return out * ratio[..., None, None]
+
+
+def _modulated_at(heatmaps: Tensor, channel: Tensor, y: Tensor, x: Tensor, kernel_size: int) -> Tensor:
+    """Reference-exact modulated values (blur, rescale to the channel's maximum) at selected pixels.
+
+    The rescale needs each channel's blurred maximum: a float32 blur finds the candidates (values within
+    1e-5 relative of the maximum), whose exact values decide it.
+    """
+    b, k, h, w = heatmaps.shape
+    hm = heatmaps.to(torch.float32).reshape(b * k, h, w)
+    taps = [float(v) for v in opencv_gaussian_kernel(kernel_size)]
+    pad = kernel_size // 2
+    padded = F.pad(hm, (pad, pad, pad, pad))
+    fast = _blur_fast(padded, taps, h, w)
+    fast_max = fast.reshape(b * k, -1).amax(dim=1)
+    tol = fast_max.abs() * 1e-5 + 1e-30
+    cand = torch.nonzero(fast >= (fast_max - tol)[:, None, None])  # (P, 3): channel, y, x
+    exact = _blur_exact_at(padded, cand[:, 0], cand[:, 1], cand[:, 2], taps)
+    blur_max = torch.full((b * k,), float("-inf"), device=hm.device).scatter_reduce(
+        0, cand[:, 0], exact, reduce="amax"
+    )
+    ratio = hm.reshape(b * k, -1).amax(dim=1) / blur_max  # float32 / float32, like the reference
+    return _blur_exact_at(padded, channel, y, x, taps) * ratio[channel]
+
+
+def _newton_taps(locs: Tensor, heatmaps: Tensor, kernel_size: int) -> np.ndarray:
+    """The 7 clipped, modulated heatmap values around each argmax, (B, K, 7) float32 on the CPU.
+
+    Index arithmetic follows the reference on the flattened, edge-padded (K, H + 2, W + 2) map of each image,
+    including numpy's wrap-around of negative indices, so a location of −1 reads what the reference reads.
+    """
+    b, k, h, w = heatmaps.shape
+    row, plane = w + 2, (w + 2) * (h + 2)
+    total = k * plane
+    offsets = torch.arange(k, device=locs.device, dtype=torch.int64) * plane
+    index = (locs[..., 0] + 1 + (locs[..., 1] + 1) * row).to(torch.int64) + offsets  # (B, K)
+    deltas = torch.tensor([0, 1, -1, row, -row, row + 1, -row - 1], device=locs.device, dtype=torch.int64)
+    flat = (index[..., None] + deltas) % total  # (B, K, 7) into each image's padded stack
+    chan = torch.div(flat, plane, rounding_mode="floor")
+    rest = flat % plane
+    py, px = torch.div(rest, row, rounding_mode="floor"), rest % row
+    y, x = (py - 1).clamp(0, h - 1), (px - 1).clamp(0, w - 1)  # edge padding = clamped source pixel
+    image = torch.arange(b, device=locs.device).reshape(b, 1, 1).expand_as(chan)
+    values = _modulated_at(
+        heatmaps, (image * k + chan).reshape(-1), y.reshape(-1), x.reshape(-1), kernel_size
+    )
+    return values.clamp(1e-3, 50.0).reshape(b, k, 7).detach().cpu().numpy().astype(np.float32)
 
 
 def refine_dark_udp(
@@ -76,42 +156,39 @@ def refine_dark_udp(
     kernel_size: int = 11,
     max_refine_step: float | None = DEFAULT_MAX_REFINE_STEP,
 ) -> Tensor:
-    """One DARK Newton step per keypoint; `locs` (B, K, 2) in heatmap pixels, returns refined float32 locs."""
-    b, k, h, w = heatmaps.shape
-    logs = modulate_heatmaps(heatmaps, kernel_size).clamp(1e-3, 50.0).log()
-    padded = F.pad(logs.reshape(b * k, 1, h, w), (1, 1, 1, 1), mode="replicate").reshape(b, -1)
-    total = padded.shape[1]
-    row = w + 2
-    offsets = torch.arange(k, device=locs.device, dtype=torch.int64) * (row * (h + 2))
-    index = (locs[..., 0] + 1 + (locs[..., 1] + 1) * row).to(torch.int64) + offsets  # (B, K)
+    """One DARK Newton step per keypoint; `locs` (B, K, 2) in heatmap pixels, returns refined float32 locs.
 
-    def tap(delta: int) -> Tensor:
-        return torch.gather(padded, 1, (index + delta) % total)  # numpy-style wrap of negative indices
-
-    i_ = tap(0)
-    ix1, ix1_ = tap(1), tap(-1)
-    iy1, iy1_ = tap(row), tap(-row)
-    ix1y1, ix1_y1_ = tap(row + 1), tap(-row - 1)
-    dx = 0.5 * (ix1 - ix1_)
-    dy = 0.5 * (iy1 - iy1_)
-    dxx = ix1 - 2 * i_ + ix1_
-    dyy = iy1 - 2 * i_ + iy1_
-    dxy = 0.5 * (ix1y1 - ix1 - iy1 + i_ + i_ - ix1_ - iy1_ + ix1_y1_)
-
-    work = torch.device("cpu") if locs.device.type == "mps" else locs.device  # MPS has no float64
-    a = dxx.to(work, torch.float64) + _F32_EPS
-    d = dyy.to(work, torch.float64) + _F32_EPS
-    c = dxy.to(work, torch.float64)
-    gx, gy = dx.to(work, torch.float64), dy.to(work, torch.float64)
-    det = a * d - c * c
-    step_x = (d * gx - c * gy) / det
-    step_y = (a * gy - c * gx) / det
-    step = torch.stack([step_x, step_y], dim=-1)
-    refined = (locs.to(work, torch.float64) - step).to(torch.float32)
+    Only B·K·7 numbers take part in the step, so it runs in numpy on the CPU with the reference's arithmetic:
+    numpy's float32 log, float32 derivatives, `np.linalg.inv(H + eps·I)` in float64.
+    """
+    values = np.log(_newton_taps(locs, heatmaps, kernel_size))
+    i_, ix1, ix1_, iy1, iy1_, ix1y1, ix1_y1_ = (values[..., j] for j in range(7))
+    half = np.float32(0.5)
+    dx = half * (ix1 - ix1_)
+    dy = half * (iy1 - iy1_)
+    dxx = ix1 - np.float32(2) * i_ + ix1_
+    dyy = iy1 - np.float32(2) * i_ + iy1_
+    dxy = half * (ix1y1 - ix1 - iy1 + i_ + i_ - ix1_ - iy1_ + ix1_y1_)
+    hessian = np.stack([dxx, dxy, dxy, dyy], axis=-1).reshape(*dxx.shape, 2, 2) + _F32_EPS * np.eye(2)
+    gradient = np.stack([dx, dy], axis=-1).astype(np.float32)
+    with np.errstate(all="ignore"):
+        try:
+            inverse = np.linalg.inv(hessian)
+        except np.linalg.LinAlgError:  # an exactly singular matrix somewhere: closed form, inf/NaN there
+            det = hessian[..., 0, 0] * hessian[..., 1, 1] - hessian[..., 0, 1] * hessian[..., 1, 0]
+            adj = np.stack(
+                [hessian[..., 1, 1], -hessian[..., 0, 1], -hessian[..., 1, 0], hessian[..., 0, 0]], -1
+            )
+            inverse = adj.reshape(hessian.shape) / det[..., None, None]
+        step = np.einsum("...mn,...n->...m", inverse, gradient)
+    start = locs.detach().cpu().numpy().astype(np.float32)
+    refined = (start - step).astype(np.float32)
+    # A non-finite step (the reference returns NaN there, e.g. for an all-zero heatmap) keeps the argmax.
+    bad = ~np.isfinite(step).all(axis=-1)
     if max_refine_step is not None:
-        bad = ~torch.isfinite(step).all(dim=-1) | (step.abs() > max_refine_step).any(dim=-1)
-        refined = torch.where(bad[..., None], locs.to(work), refined)
-    return refined.to(locs.device)
+        bad |= (np.abs(step) > max_refine_step).any(axis=-1)
+    refined = np.where(bad[..., None], start, refined)
+    return torch.from_numpy(refined).to(locs.device)
 
 
 def decode_heatmaps(
@@ -132,14 +209,9 @@ def decode_heatmaps(
     hm = heatmaps.to(torch.float32)
     _, _, h, w = hm.shape
     locs, scores = heatmap_maximum(hm)
-    refined = refine_dark_udp(locs, hm, kernel_size, max_refine_step)
-    factor = torch.tensor(
-        [input_size_wh[0] / (w - 1), input_size_wh[1] / (h - 1)],
-        dtype=torch.float64,
-        device="cpu" if refined.device.type == "mps" else refined.device,
-    )
-    kp = (refined.to(factor.device, torch.float64) * factor).to(torch.float32).to(hm.device)
-    return kp, scores
+    refined = refine_dark_udp(locs, hm, kernel_size, max_refine_step).cpu().numpy()
+    kp = refined / np.array([w - 1, h - 1]) * np.array(input_size_wh)
+    return torch.from_numpy(kp.astype(np.float32)).to(hm.device), scores
 
 
 def flip_back(heatmaps_of_flipped: Tensor, flip_indices: Sequence[int]) -> Tensor:
