@@ -72,6 +72,14 @@ def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
     }
 
 
+def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
+    """OpenPose-style JSON (ComfyUI POSE_KEYPOINT frame): 18 body + 6 feet + 70 face + 2x21 hand points per person."""
+    from ..core.formats.keypoints import person_to_openpose
+
+    people = [person_to_openpose(CapturePerson.coerce(p, i).keypoints) for i, p in enumerate(frame.people)]
+    return {"version": 1.3, "people": people, "canvas_width": frame.width, "canvas_height": frame.height}
+
+
 def write_frame_outputs(
     folder: Path,
     name: str,
@@ -81,7 +89,8 @@ def write_frame_outputs(
     with_previews: bool = True,
     mesh_format: str | None = None,
 ) -> Path:
-    """Write `<name>.exr/.json`, `<name>.<layer>.png`, `<name>.keypoints.json` and optionally `<name>.ply|.glb`.
+    """Write `<name>.exr/.json`, previews `<name>.<layer>.png`, `<name>.keypoints.json`, `<name>.openpose.json`
+    and optionally `<name>.ply|.glb`.
 
     Returns the bundle JSON path.
     """
@@ -98,6 +107,9 @@ def write_frame_outputs(
             tmp = folder / f".{name}.keypoints.{token}.tmp.json"
             tmp.write_text(json.dumps(keypoints_document(frame, name)), encoding="utf-8")
             staged.append((tmp, folder / f"{name}.keypoints.json"))
+            tmp = folder / f".{name}.openpose.{token}.tmp.json"
+            tmp.write_text(json.dumps(openpose_document(frame)), encoding="utf-8")
+            staged.append((tmp, folder / f"{name}.openpose.json"))
         if mesh_format and frame.points is not None:
             mesh = pointmap_to_mesh(
                 frame.points, colors=previews.to_uint8(image), mask=frame.mask, normals=frame.normals

@@ -107,6 +107,7 @@ def test_full_run_writes_every_file(full_run) -> None:
             "exr",
             "json",
             "keypoints.json",
+            "openpose.json",
             "pose.png",
             "seg.png",
             "normal.png",
@@ -176,6 +177,13 @@ def test_keypoints_json(full_run) -> None:
         "height": 120,
         "source": "rgb.png",
     }
+    openpose = json.loads((out / "rgb.openpose.json").read_text(encoding="utf-8"))
+    assert (openpose["canvas_width"], openpose["canvas_height"]) == (160, 120)
+    person = openpose["people"][0]
+    assert len(person["pose_keypoints_2d"]) == 18 * 3 and len(person["face_keypoints_2d"]) == 70 * 3
+    assert len(person["hand_left_keypoints_2d"]) == 21 * 3
+    nose = doc["people"][0]["keypoints"][0]  # OpenPose-18 index 0 is the nose (308-index 0)
+    assert person["pose_keypoints_2d"][:2] == pytest.approx(nose[:2], abs=1e-3)
 
 
 # ----------------------------------------------------------------------------------------------- bad input
