@@ -159,6 +159,8 @@ def run_predict(args: argparse.Namespace) -> int:
         raise UsageError("--mesh needs the pointmap task; add pointmap to --tasks")
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
+    if args.fps is not None and not args.fps > 0:
+        raise UsageError(f"--fps must be positive, got {args.fps}")
     jobs = collect_inputs(args.inputs)
     boxes = read_boxes(args.boxes)
     device = resolve_device(args.device)
