@@ -490,3 +490,18 @@ def test_albedo_image_is_clamped_and_masked(models, image):
     out = task_logic.albedo_image(batch, "cpu")
     assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
     assert float(out[:, :, :16].abs().max()) == 0.0
+
+
+def test_shadows_marched_on_a_coarser_grid_match_full_resolution():
+    size, f = 96, 90.0
+    c = (torch.arange(size) + 0.5 - size / 2) / f
+    yy, xx = torch.meshgrid(c, c, indexing="ij")
+    depth = torch.full((size, size), 2.0)
+    depth[(xx**2 + yy**2) < 0.12**2] = 1.5
+    points = torch.stack([xx, yy, torch.ones_like(xx)], -1) * depth[..., None]
+    light = relight_logic.add_light(None, -45.0, 20.0, "#ffffff", 1.0)[0]
+    valid = torch.ones(size, size, dtype=torch.bool)
+    full = relight_logic.cast_shadows(points, light, (f, f, size / 2, size / 2), valid, max_side=size)
+    coarse = relight_logic.cast_shadows(points, light, (f, f, size / 2, size / 2), valid, max_side=size // 2)
+    assert float((full < 0.5).sum()) > 100  # a real shadow
+    assert float(((full > 0.5) != (coarse > 0.5)).float().mean()) < 0.03

@@ -68,24 +68,28 @@ def shadow_visibility(
     fx, fy, cx, cy = (float(v) for v in intrinsics)
 
     # Depth map with invalid pixels pushed to infinity so they never occlude.
-    depth_map = torch.where(ok, depth, torch.full_like(depth, math.inf))
-    occluded = torch.zeros((h, w), dtype=torch.bool, device=pts.device)
+    depth_map = torch.where(ok, depth, torch.full_like(depth, math.inf)).reshape(-1)
     origin = pts[ok]  # (N, 3): only receivers with geometry are marched
-    occ_valid = torch.zeros(origin.shape[0], dtype=torch.bool, device=pts.device)
+    occluded = torch.zeros(origin.shape[0], dtype=torch.bool, device=pts.device)
+    active = torch.arange(origin.shape[0], device=pts.device)  # rays still inside the image and unoccluded
     for k in range(1, steps + 1):
-        q = origin + d * (max_distance * k / steps)
+        q = origin[active] + d * (max_distance * k / steps)
         qz = q[:, 2]
-        in_front = qz > 1e-6
-        u = fx * q[:, 0] / qz.clamp_min(1e-6) + cx
-        v = fy * q[:, 1] / qz.clamp_min(1e-6) + cy
-        col = torch.floor(u).long()
-        row = torch.floor(v).long()
-        inside = in_front & (col >= 0) & (col < w) & (row >= 0) & (row < h)
-        scene_z = depth_map[row.clamp(0, h - 1), col.clamp(0, w - 1)]
-        behind = (qz > scene_z + bias) & (qz < scene_z + thickness)
-        occ_valid |= inside & behind
-    occluded[ok] = occ_valid
-    return (~occluded).to(torch.float32)
+        safe_z = qz.clamp_min(1e-6)
+        col = torch.floor(fx * q[:, 0] / safe_z + cx).long()
+        row = torch.floor(fy * q[:, 1] / safe_z + cy).long()
+        inside = (qz > 1e-6) & (col >= 0) & (col < w) & (row >= 0) & (row < h)
+        scene_z = depth_map[(row.clamp(0, h - 1) * w + col.clamp(0, w - 1))]
+        hit = inside & (qz > scene_z + bias) & (qz < scene_z + thickness)
+        occluded[active[hit]] = True
+        # A ray that left the frame or is already occluded needs no more steps (a ray cannot re-enter the
+        # frustum towards a directional light once it left through the sides, except behind the camera).
+        active = active[inside & ~hit]
+        if active.numel() == 0:
+            break
+    visibility = torch.ones((h, w), dtype=torch.float32, device=pts.device)
+    visibility[ok] = (~occluded).to(torch.float32)
+    return visibility
 
 
 def gaussian_blur(image: torch.Tensor, sigma: float) -> torch.Tensor:
