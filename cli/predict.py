@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.bundle import SequenceWriter
 from ..core.formats.exr import require_openexr
+from ..core.formats.sequence import SequenceWriter
 from .inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
 from .main import UsageError, parse_checkpoint_overrides, parse_tasks
 from .outputs import write_frame_outputs

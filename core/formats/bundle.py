@@ -13,7 +13,7 @@ import math
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -30,16 +30,12 @@ __all__ = [
     "BundleError",
     "CaptureFrame",
     "CapturePerson",
-    "CaptureSequence",
-    "SequenceWriter",
     "default_camera",
     "frame_name",
     "metadata_tables",
     "read_bundle",
-    "read_sequence",
     "sanitize_name",
     "write_bundle",
-    "write_sequence",
 ]
 
 FORMAT_NAME = "sapiens2-capture"
@@ -497,101 +493,14 @@ def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
     return frame
 
 
-# --------------------------------------------------------------------------------------------------- sequences
+# Sequences live in `sequence.py` (one job per module). They stay importable from here, lazily (PEP 562), so
+# `bundle.write_sequence` / `bundle.SequenceWriter` keep working without an import cycle.
+_SEQUENCE_NAMES = ("CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence")
 
 
-class SequenceWriter:
-    """Write frames one at a time (no need to hold a whole video in memory); the index is written on close."""
+def __getattr__(name: str) -> Any:
+    if name in _SEQUENCE_NAMES:
+        from . import sequence
 
-    def __init__(self, folder: str | os.PathLike[str], name: str, fps: float = 24.0) -> None:
-        self.folder = Path(folder)
-        self.name = sanitize_name(name)
-        self.fps = float(fps)
-        self.entries: list[dict[str, Any]] = []
-
-    def add(self, frame: CaptureFrame, number: int | None = None) -> Path:
-        """Write the next frame (numbered from 1 unless given) and return its JSON path."""
-        number = len(self.entries) + 1 if number is None else int(number)
-        frame.frame = number
-        json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
-        self.entries.append({"frame": number, "json": json_path.name})
-        return json_path
-
-    def close(self) -> Path:
-        """Write `<name>.sequence.json` (atomically) and return its path."""
-        doc = {
-            "format": SEQUENCE_FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "name": self.name,
-            "fps": self.fps,
-            "frames": sorted(self.entries, key=lambda e: e["frame"]),
-        }
-        path = self.folder / f"{self.name}.sequence.json"
-        tmp = self.folder / f".{self.name}.{uuid.uuid4().hex[:8]}.tmp.json"
-        try:
-            tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
-            os.replace(tmp, path)
-        finally:
-            _remove_quietly(tmp)
-        return path
-
-
-def write_sequence(
-    folder: str | os.PathLike[str], name: str, frames: Iterable[CaptureFrame], fps: float = 24.0
-) -> Path:
-    """Write numbered frame bundles plus `<name>.sequence.json`; returns the index path."""
-    writer = SequenceWriter(folder, name, fps)
-    for frame in frames:
-        writer.add(frame)
-    return writer.close()
-
-
-@dataclass
-class CaptureSequence:
-    """A sequence index; frames are read lazily (`load(i)` or iteration)."""
-
-    path: Path
-    name: str
-    fps: float
-    frame_numbers: list[int]
-    json_paths: list[Path]
-    version: str = FORMAT_VERSION
-
-    def __len__(self) -> int:
-        return len(self.json_paths)
-
-    def load(self, index: int) -> CaptureFrame:
-        return read_bundle(self.json_paths[index])
-
-    def __iter__(self) -> Iterator[CaptureFrame]:
-        for index in range(len(self)):
-            yield self.load(index)
-
-
-def read_sequence(path: str | os.PathLike[str]) -> CaptureSequence:
-    """Read `<name>.sequence.json`; checks that every listed frame JSON exists."""
-    index_path = Path(path)
-    doc = _load_json(index_path, "sequence index")
-    version = _check_version(index_path, doc, SEQUENCE_FORMAT_NAME)
-    entries = doc.get("frames")
-    if not isinstance(entries, list):
-        raise BundleError(f"{index_path}: 'frames' must be a list")
-    numbers, paths = [], []
-    for entry in entries:
-        try:
-            number, json_name = int(entry["frame"]), str(entry["json"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BundleError(f"{index_path}: malformed frame entry {entry!r}") from exc
-        if Path(json_name).name != json_name:
-            raise BundleError(f"{index_path}: frame JSON must be a plain file name, got {json_name!r}")
-        frame_path = index_path.parent / json_name
-        if not frame_path.is_file():
-            raise BundleError(f"{index_path}: frame {number} file {json_name!r} is missing")
-        numbers.append(number)
-        paths.append(frame_path)
-    try:
-        fps = float(doc.get("fps", 24.0))
-    except (TypeError, ValueError) as exc:
-        raise BundleError(f"{index_path}: 'fps' must be a number") from exc
-    name = str(doc.get("name", index_path.name.removesuffix(".sequence.json")))
-    return CaptureSequence(index_path, name, fps, numbers, paths, version)
+        return getattr(sequence, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,127 @@
+"""Capture-bundle sequences (docs/formats.md §2.3): numbered frame bundles plus `<name>.sequence.json`.
+
+The index is written last and atomically, so its presence means every listed frame was written completely.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .bundle import (
+    FORMAT_VERSION,
+    SEQUENCE_FORMAT_NAME,
+    BundleError,
+    CaptureFrame,
+    _check_version,
+    _load_json,
+    _remove_quietly,
+    frame_name,
+    read_bundle,
+    sanitize_name,
+    write_bundle,
+)
+
+__all__ = ["CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence"]
+
+
+class SequenceWriter:
+    """Write frames one at a time (no need to hold a whole video in memory); the index is written on close."""
+
+    def __init__(self, folder: str | os.PathLike[str], name: str, fps: float = 24.0) -> None:
+        self.folder = Path(folder)
+        self.name = sanitize_name(name)
+        self.fps = float(fps)
+        self.entries: list[dict[str, Any]] = []
+
+    def add(self, frame: CaptureFrame, number: int | None = None) -> Path:
+        """Write the next frame (numbered from 1 unless given) and return its JSON path."""
+        number = len(self.entries) + 1 if number is None else int(number)
+        frame.frame = number
+        json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
+        self.entries.append({"frame": number, "json": json_path.name})
+        return json_path
+
+    def close(self) -> Path:
+        """Write `<name>.sequence.json` (atomically) and return its path."""
+        doc = {
+            "format": SEQUENCE_FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "fps": self.fps,
+            "frames": sorted(self.entries, key=lambda e: e["frame"]),
+        }
+        path = self.folder / f"{self.name}.sequence.json"
+        tmp = self.folder / f".{self.name}.{uuid.uuid4().hex[:8]}.tmp.json"
+        try:
+            tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            os.replace(tmp, path)
+        finally:
+            _remove_quietly(tmp)
+        return path
+
+
+def write_sequence(
+    folder: str | os.PathLike[str], name: str, frames: Iterable[CaptureFrame], fps: float = 24.0
+) -> Path:
+    """Write numbered frame bundles plus `<name>.sequence.json`; returns the index path."""
+    writer = SequenceWriter(folder, name, fps)
+    for frame in frames:
+        writer.add(frame)
+    return writer.close()
+
+
+@dataclass
+class CaptureSequence:
+    """A sequence index; frames are read lazily (`load(i)` or iteration)."""
+
+    path: Path
+    name: str
+    fps: float
+    frame_numbers: list[int]
+    json_paths: list[Path]
+    version: str = FORMAT_VERSION
+
+    def __len__(self) -> int:
+        return len(self.json_paths)
+
+    def load(self, index: int) -> CaptureFrame:
+        return read_bundle(self.json_paths[index])
+
+    def __iter__(self) -> Iterator[CaptureFrame]:
+        for index in range(len(self)):
+            yield self.load(index)
+
+
+def read_sequence(path: str | os.PathLike[str]) -> CaptureSequence:
+    """Read `<name>.sequence.json`; checks that every listed frame JSON exists."""
+    index_path = Path(path)
+    doc = _load_json(index_path, "sequence index")
+    version = _check_version(index_path, doc, SEQUENCE_FORMAT_NAME)
+    entries = doc.get("frames")
+    if not isinstance(entries, list):
+        raise BundleError(f"{index_path}: 'frames' must be a list")
+    numbers, paths = [], []
+    for entry in entries:
+        try:
+            number, json_name = int(entry["frame"]), str(entry["json"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise BundleError(f"{index_path}: malformed frame entry {entry!r}") from exc
+        if Path(json_name).name != json_name:
+            raise BundleError(f"{index_path}: frame JSON must be a plain file name, got {json_name!r}")
+        frame_path = index_path.parent / json_name
+        if not frame_path.is_file():
+            raise BundleError(f"{index_path}: frame {number} file {json_name!r} is missing")
+        numbers.append(number)
+        paths.append(frame_path)
+    try:
+        fps = float(doc.get("fps", 24.0))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"{index_path}: 'fps' must be a number") from exc
+    name = str(doc.get("name", index_path.name.removesuffix(".sequence.json")))
+    return CaptureSequence(index_path, name, fps, numbers, paths, version)
