@@ -214,8 +214,8 @@ def _source_grid(inverse: np.ndarray, out_w: int, out_h: int) -> tuple[np.ndarra
     return gx, gy
 
 
-def inverse_is_axis_aligned(matrix: np.ndarray) -> bool:
-    """No rotation/shear: each source coordinate then depends on one destination axis only."""
+def is_axis_aligned(matrix: np.ndarray) -> bool:
+    """No rotation or shear (in the matrix or its inverse): each source coordinate depends on one output axis."""
     m = np.asarray(matrix, dtype=np.float64).reshape(2, 3)
     return m[0, 1] == 0 and m[1, 0] == 0
 
@@ -333,7 +333,7 @@ def warp_affine(
         wy = _cubic_weights(fy)
     else:
         raise ValueError(f"unknown warp mode {mode!r}; use 'linear' or 'cubic'")
-    if inverse_is_axis_aligned(matrix):
+    if is_axis_aligned(matrix):
         out = _separable_warp(x, ix, iy, wx, wy, offsets)
     else:
         flat = x.reshape(channels, in_h * in_w)
