@@ -138,6 +138,15 @@ def test_loader_missing_and_wrong_checkpoints(tmp_path, models):
         require_task("not a model", "pose", "Sapiens2 Pose")
     with pytest.raises(ValueError, match="unknown task"):
         loader_logic.download("depth", "1b", tmp_path)
+    from sapiens2_studio.core.checkpoints.hub import HubError
+
+    with pytest.raises(HubError, match="no albedo checkpoints are public"):
+        loader_logic.download("albedo", "1b", tmp_path)
+    # An official file already in models/sapiens2/<task>/ is used as is (no network).
+    existing = tmp_path / "pose" / "sapiens2_1b_pose.safetensors"
+    existing.parent.mkdir()
+    existing.write_bytes(b"placeholder")
+    assert loader_logic.download("pose", "1b", tmp_path) == existing
 
 
 # ---------------------------------------------------------------------------------------------- imaging
