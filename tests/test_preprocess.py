@@ -163,7 +163,9 @@ def test_uint16_and_float_inputs_scale_to_0_255():
     pf = prepare_image(arr.astype(np.float32) / 255.0)
     base = torch.from_numpy(arr).float().permute(2, 0, 1)
     assert not p16.quantized and torch.allclose(p16.pixels, base, atol=1e-3)
-    assert not pf.quantized and torch.allclose(pf.pixels, base, atol=1e-3)
+    assert pf.quantized and torch.equal(pf.pixels, base)  # 8-bit values stored as float are snapped back
+    smooth = prepare_image(arr.astype(np.float32) / 255.0 + 0.001)
+    assert not smooth.quantized  # genuinely continuous float data keeps full precision
 
 
 def test_float_image_out_of_range_is_a_clear_error():
@@ -207,6 +209,20 @@ def test_comfyui_tensor_batch_is_converted_lazily_per_item():
     item = src.get(2)
     assert not item.quantized
     assert torch.allclose(item.pixels, batch[2].permute(2, 0, 1) * 255)
+    from_png = ImageSource(torch.from_numpy(_rgb()).float()[None] / 255.0).get(0)
+    assert from_png.quantized and torch.equal(
+        from_png.pixels, torch.from_numpy(_rgb()).float().permute(2, 0, 1)
+    )
+
+
+def test_comfyui_float_from_8bit_gives_reference_pixels(fixture):
+    tensors, _ = fixture
+    image = (
+        torch.from_numpy(tensors["img1_image_rgb"]).float()[None] / 255.0
+    )  # what ComfyUI's LoadImage holds
+    prepared = ImageSource(image).get(0)
+    out, _ = preprocess_dense(prepared.pixels, quantize=prepared.quantized)
+    assert torch.equal(out, torch.from_numpy(tensors["img1_dense_rgb_uint8"]).float())
 
 
 def test_bad_inputs_give_actionable_errors():

@@ -2,7 +2,8 @@
 
 Why 0–255: the released models normalise with ImageNet statistics expressed in 8-bit units, and the reference
 pipelines resample the *uint8* image. We keep a per-image ``quantized`` flag so the resamplers can round back
-to integers exactly where the reference does (8-bit sources) and keep full precision otherwise (16-bit, float).
+to integers exactly where the reference does (8-bit sources, including float images that hold 8-bit values,
+like ComfyUI's IMAGE from a PNG) and keep full precision otherwise (16-bit, continuous float).
 Conversion is lazy (per chunk) so a long ComfyUI batch never sits on the GPU all at once.
 """
 
@@ -17,6 +18,10 @@ import torch
 from torch import Tensor
 
 AlphaMode = Literal["composite", "drop"]
+
+# Float images whose values ×255 are within this of integers are 8-bit data (a PNG loaded as 0..1, as
+# ComfyUI does): they are snapped to integers and resampled exactly like the reference resamples uint8.
+_GRID_TOLERANCE = 1e-3
 
 
 class ImageInputError(ValueError):
@@ -82,7 +87,12 @@ def _from_numpy(arr: np.ndarray, index: int, alpha_mode: AlphaMode) -> tuple[np.
         data = _composite(data[..., :3], data[..., 3] / 255.0, alpha_mode, 0.0)
     if channels in (2, 4) and alpha_mode == "composite":
         quantized = False
-    return np.clip(data, 0.0, 255.0), quantized
+    data = np.clip(data, 0.0, 255.0)
+    if not quantized and arr.dtype in (np.float16, np.float32, np.float64) and channels in (1, 3):
+        snapped = np.round(data)
+        if data.size and float(np.abs(data - snapped).max()) < _GRID_TOLERANCE:
+            return snapped, True  # 8-bit data stored as float (e.g. a PNG loaded as 0..1)
+    return data, quantized
 
 
 def _from_pil(img: Any, index: int, alpha_mode: AlphaMode) -> tuple[np.ndarray, bool]:
@@ -176,6 +186,10 @@ class ImageSource:
             else:
                 x = x[..., :3]
         x = torch.nan_to_num(x, nan=0.0).clamp_(0.0, 255.0)
+        if not quantized and channels in (1, 3) and x.numel():
+            snapped = torch.round(x)
+            if float((x - snapped).abs().max()) < _GRID_TOLERANCE:
+                x, quantized = snapped, True  # ComfyUI IMAGE from an 8-bit file: exact reference resampling
         return PreparedImage(x.permute(2, 0, 1).contiguous(), quantized)
 
     def get(self, i: int, device: torch.device | str = "cpu") -> PreparedImage:
