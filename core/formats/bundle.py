@@ -176,7 +176,7 @@ def default_camera(width: int, height: int) -> dict[str, Any]:
 def _f32(value: Any) -> float | None:
     """Float32-precision value as a short JSON float (None for NaN/inf)."""
     v = float(np.float32(value))
-    return float(repr(np.float32(v))) if math.isfinite(v) else None
+    return float(str(np.float32(v))) if math.isfinite(v) else None
 
 
 def _rows(array: np.ndarray) -> list[Any]:
