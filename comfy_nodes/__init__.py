@@ -8,27 +8,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 
 log = logging.getLogger("sapiens2")
 
 NODE_MODULES = ("nodes_model", "nodes_pose", "nodes_seg", "nodes_dense", "nodes_relight", "nodes_export")
-
-
-def alias_canonical_name() -> None:
-    """Make ``sapiens2_studio.*`` resolve to this pack's modules inside ComfyUI.
-
-    ComfyUI imports the pack under a name derived from its folder path, so absolute ``sapiens2_studio`` imports
-    (and ``importlib.resources`` lookups by that name) would fail or load a second copy.  Registering the already
-    imported modules under the canonical name makes both spellings the same objects.
-    """
-    root = __name__.rpartition(".")[0]
-    if not root or root == "sapiens2_studio" or "sapiens2_studio" in sys.modules:
-        return
-    importlib.import_module(".core.data", root)
-    for name, module in list(sys.modules.items()):
-        if name == root or name.startswith(root + "."):
-            sys.modules.setdefault("sapiens2_studio" + name[len(root) :], module)
 
 
 def load_node_classes() -> list[type]:
@@ -63,7 +46,6 @@ async def comfy_entrypoint():
 
     from . import comfy_host
 
-    alias_canonical_name()
     comfy_host.register_model_folder()
 
     class Sapiens2Extension(ComfyExtension):

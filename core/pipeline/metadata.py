@@ -7,10 +7,13 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from .. import data as core_data
+
 
 @cache
 def _load(name: str) -> dict[str, Any]:
-    text = resources.files("sapiens2_studio.core.data").joinpath(name).read_text(encoding="utf-8")
+    # Relative to this package, so it works under any import name (ComfyUI imports the pack by folder path).
+    text = resources.files(core_data).joinpath(name).read_text(encoding="utf-8")
     return json.loads(text)
 
 
