@@ -21,6 +21,15 @@ class UsageError(ValueError):
     """The command line itself is wrong (unknown task, malformed --checkpoint, …)."""
 
 
+def _batch_size(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
 def parse_tasks(text: str) -> list[str]:
     tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
     if not tasks:
@@ -71,7 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
     )
-    p.add_argument("--batch-size", type=int, default=1, help="images per forward pass (default 1)")
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=1,
+        help="images per forward pass (default 1), or 'auto': as many as fit in free GPU memory",
+    )
+    p.add_argument(
+        "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
+    )
     p.add_argument("--flip-test", action="store_true", help="pose: average with the mirrored image (slower)")
     p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
     p.add_argument(

@@ -78,7 +78,9 @@ def resolve_checkpoints(args: argparse.Namespace, tasks: list[str]) -> dict[str,
     return paths
 
 
-def load_models(paths: dict[str, Path], device: str, dtype: str, home: str | None) -> dict[str, LoadedModel]:
+def load_models(
+    paths: dict[str, Path], device: str, dtype: str, home: str | None, *, compile_models: bool = False
+) -> dict[str, LoadedModel]:
     from ..core import load_model
     from ..core.checkpoints.hub import file_sha256
 
@@ -88,6 +90,10 @@ def load_models(paths: dict[str, Path], device: str, dtype: str, home: str | Non
             continue
         path = paths[task]
         model = load_model(path, device=device, dtype=dtype, task=task)
+        if compile_models:
+            import torch
+
+            model = torch.compile(model, dynamic=False)  # attribute access (task, spec…) passes through
         info = {
             "task": task,
             "size": model.spec.size,
@@ -146,6 +152,14 @@ def boxes_for(boxes: Any, source_name: str, frame_number: int | None = None) -> 
     return None
 
 
+def auto_batch_size_for(models: dict[str, LoadedModel]) -> int:
+    """The smallest batch that every loaded model fits in free GPU memory (1 on CPU)."""
+    from ..core.arch.batching import auto_batch_size
+
+    sizes = [auto_batch_size(getattr(m.model, "_orig_mod", m.model)) for m in models.values()]
+    return min(sizes) if sizes else 1
+
+
 def _chunks(items: list[Any], size: int) -> list[list[Any]]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -157,7 +171,7 @@ def run_predict(args: argparse.Namespace) -> int:
     require_openexr()  # bundles need it: fail before any model runs
     if args.mesh and "pointmap" not in tasks:
         raise UsageError("--mesh needs the pointmap task; add pointmap to --tasks")
-    if args.batch_size < 1:
+    if args.batch_size != "auto" and args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     if args.fps is not None and not args.fps > 0:
         raise UsageError(f"--fps must be positive, got {args.fps}")
@@ -165,7 +179,9 @@ def run_predict(args: argparse.Namespace) -> int:
     boxes = read_boxes(args.boxes)
     device = resolve_device(args.device)
     paths = resolve_checkpoints(args, tasks)
-    models = load_models(paths, device, args.dtype, args.checkpoint_dir)
+    models = load_models(paths, device, args.dtype, args.checkpoint_dir, compile_models=args.compile)
+    if args.batch_size == "auto":
+        args.batch_size = auto_batch_size_for(models)
     out_dir = Path(args.out).expanduser()
     out_dir.mkdir(parents=True, exist_ok=True)
     options = engine.RunOptions(

@@ -433,3 +433,15 @@ def test_usage_errors_before_any_work(tmp_path: Path, capsys, checkpoints, monke
     rc, err = _predict(capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg")
     assert rc == 1 and 'pip install "sapiens2-studio[exr]"' in err
     assert not (tmp_path / "out").exists()
+
+
+def test_batch_size_auto_and_bad_value(tmp_path: Path, capsys, checkpoints) -> None:
+    _write_image(tmp_path / "a.png", 64, 48, "RGB")
+    out = tmp_path / "out"
+    argv = ["predict", str(tmp_path / "a.png"), "--tasks", "seg", "--out", str(out), "--no-download"]
+    argv += ["--checkpoint-dir", str(checkpoints["home"]), "--device", "cpu", "--batch-size", "auto"]
+    assert main(argv) == 0
+    assert read_bundle(out / "a.json").seg.shape == (48, 64)
+    with pytest.raises(SystemExit):
+        main([*argv[:-1], "lots"])
+    assert "expected a number or 'auto'" in capsys.readouterr().err
