@@ -116,3 +116,15 @@ def test_auto_batch_size_on_cpu_is_the_cpu_default(gqa_model_state):
     model = load_model(gqa_model_state)
     assert auto_batch_size(model, 128, 96) == 1
     assert auto_batch_size(model, 128, 96, cpu_batch=4) == 4
+
+
+def test_fp16_overflow_is_reported_not_returned():
+    state = synthetic_state_dict("pretrain")
+    ok = load_model(state, dtype="fp16")
+    x = torch.randn(1, 3, 64, 48, dtype=torch.float16)
+    with torch.no_grad():
+        assert torch.isfinite(ok(x)).all()
+    state["blocks.0.ffn.w3.weight"] = state["blocks.0.ffn.w3.weight"] * 1e6
+    hot = load_model(state, dtype="fp16")
+    with pytest.raises(FloatingPointError, match="bfloat16"), torch.no_grad():
+        hot(x)

@@ -123,6 +123,12 @@ class Sapiens2Model(nn.Module):
 
     def forward(self, x: Tensor):
         featmap = self.backbone(x)
+        if featmap.dtype == torch.float16 and not torch.isfinite(featmap).all():
+            # fp16 tops out at 65504; a ViT residual stream can exceed that where bf16/fp32 cannot.
+            raise FloatingPointError(
+                "the model overflowed in float16 (non-finite features); run it in bfloat16 (dtype='bf16', "
+                "same speed on recent GPUs) or float32"
+            )
         if self.cfg.head is None:
             return featmap
         return self.decode_head(featmap)
