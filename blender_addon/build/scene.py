@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,6 +253,38 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
     return made
 
 
+_SCENE_SETTINGS = (
+    ("", ("frame_start", "frame_end", "camera")),
+    (
+        "render",
+        (
+            "fps",
+            "fps_base",
+            "resolution_x",
+            "resolution_y",
+            "resolution_percentage",
+            "pixel_aspect_x",
+            "pixel_aspect_y",
+        ),
+    ),
+)
+
+
+def _scene_settings(scene) -> dict[tuple[str, str], object]:
+    """The scene settings an import changes, so a failed import can put them back."""
+    return {
+        (owner, name): getattr(getattr(scene, owner) if owner else scene, name)
+        for owner, names in _SCENE_SETTINGS
+        for name in names
+    }
+
+
+def _restore_scene_settings(scene, settings: dict[tuple[str, str], object]) -> None:
+    for (owner, name), value in settings.items():
+        with contextlib.suppress(ReferenceError):  # the previous camera object may be gone
+            setattr(getattr(scene, owner) if owner else scene, name, value)
+
+
 def import_files(
     context, paths: list[Path | str], options: ImportOptions, progress: Progress | None = None
 ) -> ImportResult:
@@ -262,6 +295,7 @@ def import_files(
     parsed = [read_any(Path(p), read_pixels=False) for p in paths]  # raises BundleError on any bad file
     created = CreatedData()
     result = ImportResult()
+    scene_settings = _scene_settings(context.scene)
     try:
         for i, item in enumerate(parsed):
 
@@ -276,5 +310,6 @@ def import_files(
             result.objects.extend(made)
     except BaseException:
         created.remove_all()
+        _restore_scene_settings(context.scene, scene_settings)
         raise
     return result

@@ -256,6 +256,8 @@ def read_sequence(path: Path | str, *, read_pixels: bool = True, exr_backend: st
     if not isinstance(entries, list) or not entries:
         raise BundleError(f"{path.name}: 'frames' must be a non-empty list of {{frame, json}} entries.")
     fps = _number(data.get("fps", 24.0), "fps", path)
+    if fps <= 0:
+        raise BundleError(f"{path.name}: fps must be positive, found {fps}.")
     frames = []
     for entry in entries:
         if not isinstance(entry, dict):

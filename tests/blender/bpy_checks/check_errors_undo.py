@@ -10,8 +10,17 @@ DATA_KINDS = (
 )  # fmt: skip
 
 
-def data_counts(bpy) -> dict[str, int]:
-    return {kind: len(getattr(bpy.data, kind)) for kind in DATA_KINDS}
+def data_counts(bpy) -> dict[str, object]:
+    """Datablock counts plus the scene settings an import changes."""
+    scene = bpy.context.scene
+    counts: dict[str, object] = {kind: len(getattr(bpy.data, kind)) for kind in DATA_KINDS}
+    counts.update(
+        frames=(scene.frame_start, scene.frame_end),
+        fps=(scene.render.fps, scene.render.fps_base),
+        resolution=(scene.render.resolution_x, scene.render.resolution_y),
+        camera=scene.camera,
+    )
+    return counts
 
 
 @pytest.mark.parametrize(
