@@ -2,7 +2,8 @@
 
 Builds a real .safetensors file of a released size from its architecture (synthetic values; default 0.4B
 pretrain, fp32 ≈ 1.6 GB), then loads it in a fresh process and reports (peak RSS − RSS before loading) / file size.
-Goal: ≤ 1.1 (no second full copy in host RAM).
+Goal: ≤ 1.1 (no second full copy in host RAM).  `--first-result` adds the time to first result (load + one
+1024×768 forward) and, on CUDA, the peak GPU memory.
 
   python benchmarks/bench_load.py --size 0.4b --task pretrain --dtype fp32 --workdir /tmp/sapiens2-bench
 """
@@ -26,8 +27,17 @@ t = time.perf_counter()
 model = core.load_model(sys.argv[1], device=sys.argv[2], dtype=sys.argv[3])
 seconds = time.perf_counter() - t
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-print(json.dumps({"rss_before_kib": before, "peak_rss_kib": peak, "rss_after_kib": rss_kib(),
-                  "load_seconds": seconds, "parameters": model.spec.num_parameters}))
+result = {"rss_before_kib": before, "peak_rss_kib": peak, "rss_after_kib": rss_kib(),
+          "load_seconds": seconds, "parameters": model.spec.num_parameters}
+if sys.argv[4] == "1":  # time to first result: load + one 1024x768 forward
+    x = torch.zeros(1, 3, 1024, 768, device=model.device, dtype=model.dtype)
+    with torch.inference_mode():
+        model(x)
+    if model.device.type == "cuda":
+        torch.cuda.synchronize()
+        result["peak_gpu_mem_gib"] = torch.cuda.max_memory_allocated() / 2**30
+    result["time_to_first_result_s"] = time.perf_counter() - t
+print(json.dumps(result))
 """
 
 
@@ -51,6 +61,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", default="fp32", help="dtype to load into")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/sapiens2-bench"))
+    parser.add_argument("--first-result", action="store_true", help="also time load + one 1024x768 forward")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -62,7 +73,7 @@ def main(argv=None) -> None:
             check=True,
         )
     probe = subprocess.run(
-        [sys.executable, "-c", PROBE, str(path), args.device, args.dtype],
+        [sys.executable, "-c", PROBE, str(path), args.device, args.dtype, "1" if args.first_result else "0"],
         check=True,
         capture_output=True,
         text=True,

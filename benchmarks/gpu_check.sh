@@ -20,5 +20,6 @@ timeout 150 python benchmarks/bench_model.py --sizes 0.4b,1b,5b --batches 8 --dt
 # Full task models (heads included) at batch 8, and 1B-4K at 4096x3072.
 timeout 120 python benchmarks/bench_model.py --sizes 0.4b,1b --tasks pose,seg,normal,pointmap --batches 8 \
     --dtype bf16 --warmup 2 --iters 5 --out "$OUT/gpu_tasks.json"
+timeout 90 python benchmarks/bench_load.py --size 1b --task pose --file-dtype bf16 --dtype bf16 --device cuda --first-result --workdir /tmp/s2bench --out "$OUT/gpu_ttfr.json"
 timeout 60 python benchmarks/bench_model.py --sizes 1b-4k --batches 1 --height 4096 --width 3072 --dtype bf16 \
     --peak-tflops "$PEAK" --warmup 1 --iters 3 --out "$OUT/gpu_4k.json"
