@@ -17,16 +17,20 @@ import sys
 from pathlib import Path
 
 PROBE = r"""
-import json, resource, sys, time, torch
+import json, sys, time, torch
 import sapiens2_studio.core as core
-def rss_kib():
+def field(name):
     with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+        return next(int(l.split()[1]) for l in f if l.startswith(name))
+def rss_kib():
+    return field("VmRSS")
+def hwm_kib():
+    return field("VmHWM")
 before = rss_kib()
 t = time.perf_counter()
 model = core.load_model(sys.argv[1], device=sys.argv[2], dtype=sys.argv[3])
 seconds = time.perf_counter() - t
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+peak = hwm_kib()  # VmHWM: unlike ru_maxrss it is not inherited from the parent across exec
 result = {"rss_before_kib": before, "peak_rss_kib": peak, "rss_after_kib": rss_kib(),
           "load_seconds": seconds, "parameters": model.spec.num_parameters}
 if sys.argv[4] == "1":  # time to first result: load + one 1024x768 forward

@@ -12,16 +12,20 @@ from sapiens2_studio.core.arch.presets import preset_config
 from sapiens2_studio.core.checkpoints.synthetic import state_dict_for
 
 PROBE = r"""
-import json, resource, sys
+import json, sys
 import torch, sapiens2_studio.core as core
 from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
 core.load_model(synthetic_state_dict("pretrain"))  # warm torch's lazy initialisation outside the measurement
-def rss():
+def field(name):
     with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) for l in f if l.startswith("VmRSS"))
+        return next(int(l.split()[1]) for l in f if l.startswith(name))
+def rss():
+    return field("VmRSS")
+def hwm():  # peak RSS of this process image (ru_maxrss would include the parent's peak from before exec)
+    return field("VmHWM")
 before = rss()
 model = core.load_model(sys.argv[1])
-print(json.dumps({"before": before, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+print(json.dumps({"before": before, "peak": hwm()}))
 """
 
 
