@@ -77,7 +77,7 @@ def test_released_layout_loads_strictly(manifest):
 
 
 def test_all_26_layouts_present():
-    manifests = _manifests()
-    if not manifests:
-        pytest.skip("shared/fixtures/checkpoint_keys not found")
-    assert len(manifests) == 26
+    from conftest import CHECKPOINT_KEYS, need_shared
+
+    need_shared(CHECKPOINT_KEYS)
+    assert len(_manifests()) == 26
