@@ -101,11 +101,14 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("blender")
     dist = root / "dist"
-    subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(dist)],
-        check=True,
+    # Built with the Python that has bpy: the build uses the wheel's own extension CLI.
+    build = subprocess.run(
+        [blender_python(), str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(dist)],
+        capture_output=True,
+        text=True,
         timeout=120,
     )
+    assert build.returncode == 0, f"extension build failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
     zips = sorted(dist.glob("sapiens2_capture-*.zip"))
     assert len(zips) == 1, f"expected one extension zip, found {zips}"
     bundles = root / "bundles"
