@@ -16,7 +16,8 @@ class RMSNorm2d(nn.Module):
         self.norm = nn.RMSNorm(channels, eps=eps, device=device, dtype=dtype)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.norm(x.movedim(1, -1)).movedim(-1, 1)
+        # Channels-last contiguous, as the reference does: RMSNorm then reads rows, and results match bit for bit.
+        return self.norm(x.movedim(1, -1).contiguous()).movedim(-1, 1).contiguous()
 
 
 def make_norm(kind: str, channels: int, *, device=None, dtype=None) -> nn.Module:
