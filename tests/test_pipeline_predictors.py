@@ -160,3 +160,14 @@ def test_bad_arguments_are_reported(models):
         predict_seg(models["seg"], [np.zeros((8, 8, 3), dtype=np.uint8)], batch_size=0)
     with pytest.raises(ValueError, match="one list per image"):
         predict_pose(models["pose"], [np.zeros((8, 8, 3), dtype=np.uint8)], boxes=[[], []])
+
+
+def test_pose_on_one_pixel_wide_or_high_images(models):
+    """The whole-image box of a 1-px axis spans that pixel instead of being empty (which made pose_crop fail)."""
+    images = [np.full(shape, 128, np.uint8) for shape in ((1, 1, 3), (1, 40, 3), (30, 1, 3))]
+    results = predict_pose(models["pose"], images, flip_test=False)
+    for image, result in zip(images, results):
+        (person,) = result.people
+        x1, y1, x2, y2 = person.bbox
+        assert 0 <= x1 < x2 <= image.shape[1] and 0 <= y1 < y2 <= image.shape[0]
+        assert person.bbox_source == "image" and np.isfinite(person.keypoints).all()

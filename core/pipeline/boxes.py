@@ -55,8 +55,16 @@ def normalize_box(box: Any, image_size: tuple[int, int] | None = None) -> Box:
 
 
 def whole_image_box(width: int, height: int) -> Box:
-    """The reference's fallback box [0, 0, W−1, H−1] (pixel-centre convention) in corner-origin pixels."""
-    return (0.5, 0.5, width - 0.5, height - 0.5)
+    """The reference's fallback box [0, 0, W−1, H−1] (pixel-centre convention) in corner-origin pixels.
+
+    An axis only 1 px long would give an empty box (the reference then fails); it spans the whole pixel instead.
+    """
+
+    def span(size: int) -> tuple[float, float]:
+        return (0.5, size - 0.5) if size > 1 else (0.0, float(size))
+
+    (x1, x2), (y1, y2) = span(width), span(height)
+    return (x1, y1, x2, y2)
 
 
 def connected_components(mask: Tensor) -> Tensor:
