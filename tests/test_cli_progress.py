@@ -1,0 +1,44 @@
+"""Progress output of `sapiens2 predict` in logs (stderr not a terminal) vs on a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from sapiens2_studio.cli.progress import Progress
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_log_output_is_periodic_lines_without_carriage_returns():
+    stream, clock = io.StringIO(), _Clock()
+    progress = Progress(1000, stream=stream, log_interval=10.0, clock=clock)
+    for _ in range(1000):  # 1000 images at 0.1 s each = 100 s → one line per 10 s, not one per image
+        clock.now += 0.1
+        progress.update(1, "frame")
+    progress.close()
+    text = stream.getvalue()
+    assert "\r" not in text
+    lines = text.splitlines()
+    assert 9 <= len(lines) <= 11, lines
+    assert lines[-1].startswith("predict: 1000/1000 images") and lines[-1].endswith("done")
+
+
+def test_terminal_output_overwrites_one_line():
+    stream = _Tty()
+    progress = Progress(3, stream=stream)
+    for _ in range(3):
+        progress.update(1, "x")
+    progress.close()
+    text = stream.getvalue()
+    assert text.count("\r") == 3 and text.endswith("\n") and "3/3 images" in text
