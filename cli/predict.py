@@ -226,9 +226,14 @@ def run_predict(args: argparse.Namespace) -> int:
                 written += 1
                 progress.update(1, job.name)
         for sequence in sequences:
-            written += _run_sequence(
+            count, error = _run_sequence(
                 sequence, models, boxes, out_dir, args, options, progress, warnings.append
             )
+            written += count
+            if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                failures.append(
+                    f"{error} (sequence {sequence.name!r} stopped after {count} frame(s); no index)"
+                )
     finally:
         progress.close()
     for message in dict.fromkeys(warnings):
@@ -251,11 +256,17 @@ def _run_sequence(
     options: Any,
     progress: Progress,
     warn: Any,
-) -> int:
-    """Process a sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded."""
+) -> tuple[int, InputError | None]:
+    """Process a sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded.
+
+    Returns (frames written, the input error that stopped the sequence or None).
+    """
     from . import engine
 
-    sequence.probe()
+    try:
+        sequence.probe()  # a video's frame rate, before the writer and smoother use it
+    except InputError as exc:
+        return 0, exc
     folder = out_dir / sequence.name
     fps = args.fps or sequence.fps
     writer = SequenceWriter(folder, sequence.name, fps)
@@ -293,12 +304,15 @@ def _run_sequence(
         count += len(buffer)
         buffer.clear()
 
-    for source, image in sequence.iter_frames():
-        buffer.append((source, image))
-        if len(buffer) >= args.batch_size:
-            flush()
-    flush()
+    try:
+        for source, image in sequence.iter_frames():
+            buffer.append((source, image))
+            if len(buffer) >= args.batch_size:
+                flush()
+        flush()
+    except InputError as exc:
+        return count, exc
     if count == 0:
-        raise InputError(f"{sequence.video or sequence.name}: no frames could be read")
+        return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
     writer.close()
-    return count
+    return count, None

@@ -445,3 +445,19 @@ def test_batch_size_auto_and_bad_value(tmp_path: Path, capsys, checkpoints) -> N
     with pytest.raises(SystemExit):
         main([*argv[:-1], "lots"])
     assert "expected a number or 'auto'" in capsys.readouterr().err
+
+
+def test_broken_frame_stops_only_its_sequence(tmp_path: Path, capsys, checkpoints) -> None:
+    """A batch tool keeps going: the broken sequence gets no index, the next sequence is complete, exit 1."""
+    for name in ("aaa", "bbb"):
+        (tmp_path / name).mkdir()
+        for n in (1, 2, 3):
+            _write_image(tmp_path / name / f"{name}_{n:04d}.png", 24, 32, "RGB", seed=n)
+    (tmp_path / "aaa" / "aaa_0002.png").write_bytes(b"not a png")
+    inputs = [str(tmp_path / "aaa"), str(tmp_path / "bbb")]
+    rc, err = _predict(capsys, tmp_path / "out", inputs, checkpoints, "seg", "--no-previews")
+    assert rc == 1
+    assert "aaa_0002.png: cannot read image" in err and "sequence 'aaa' stopped after 1 frame(s)" in err
+    assert "wrote 4 result(s)" in err
+    assert not (tmp_path / "out" / "aaa" / "aaa.sequence.json").exists()
+    assert read_sequence(tmp_path / "out" / "bbb" / "bbb.sequence.json").frame_numbers == [1, 2, 3]
