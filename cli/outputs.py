@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,21 @@ from ..core.formats.mesh import pointmap_to_mesh, write_mesh
 from . import previews
 
 KEYPOINTS_FORMAT = "sapiens2-keypoints"
+# Every file `write_frame_outputs` can write for `<name>`: a re-run replaces the whole set, so a file that this
+# run does not produce (a preview of a task not run now, a mesh not asked for) is removed rather than left stale.
+OUTPUT_SUFFIXES = (
+    ".exr",
+    ".json",
+    ".pose.png",
+    ".seg.png",
+    ".normal.png",
+    ".depth.png",
+    ".albedo.png",
+    ".keypoints.json",
+    ".openpose.json",
+    ".ply",
+    ".glb",
+)
 
 
 def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, np.ndarray]:
@@ -121,8 +137,27 @@ def write_frame_outputs(
         json_path = write_bundle(folder, name, frame)
         for tmp, final in staged:
             os.replace(tmp, final)
+        remove_outputs(
+            folder, name, keep={json_path.name, f"{name}.exr", *(final.name for _, final in staged)}
+        )
         return json_path
     finally:
         for tmp, _ in staged:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
+
+
+def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = frozenset()) -> None:
+    """Delete the files a previous run wrote for `<name>` (see OUTPUT_SUFFIXES), except those in `keep`."""
+    for suffix in OUTPUT_SUFFIXES:
+        if f"{name}{suffix}" not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                (folder / f"{name}{suffix}").unlink()
+
+
+def remove_stale_frames(folder: Path, sequence: str, count: int) -> None:
+    """Delete frames numbered above `count` that a previous, longer run of the same sequence left behind."""
+    pattern = re.compile(rf"^{re.escape(sequence)}_(\d{{4,}})\.(?:exr|json)$")
+    numbers = {int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name))}
+    for number in sorted(n for n in numbers if n > count):
+        remove_outputs(folder, f"{sequence}_{number:04d}")

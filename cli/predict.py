@@ -19,7 +19,7 @@ from ..core.formats.exr import require_openexr
 from ..core.formats.sequence import SequenceWriter
 from .inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
 from .main import UsageError, parse_checkpoint_overrides, parse_tasks
-from .outputs import write_frame_outputs
+from .outputs import remove_stale_frames, write_frame_outputs
 from .progress import Progress
 
 # Task order matters: seg runs first so pose can take person boxes from it and the dense layers can be masked.
@@ -315,4 +315,5 @@ def _run_sequence(
     if count == 0:
         return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
     writer.close()
+    remove_stale_frames(folder, sequence.name, count)
     return count, None

@@ -461,3 +461,36 @@ def test_broken_frame_stops_only_its_sequence(tmp_path: Path, capsys, checkpoint
     assert "wrote 4 result(s)" in err
     assert not (tmp_path / "out" / "aaa" / "aaa.sequence.json").exists()
     assert read_sequence(tmp_path / "out" / "bbb" / "bbb.sequence.json").frame_numbers == [1, 2, 3]
+
+
+def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys, checkpoints) -> None:
+    """Re-running replaces each name's whole output set: no previews of tasks not run now, no extra frames."""
+    _write_image(tmp_path / "photo.png", 24, 32, "RGB")
+    (tmp_path / "walk").mkdir()
+    for n in (1, 2, 3):
+        _write_image(tmp_path / "walk" / f"walk_{n:04d}.png", 24, 32, "RGB", seed=n)
+    out = tmp_path / "out"
+    rc, err = _predict(
+        capsys, out, [str(tmp_path / "photo.png"), str(tmp_path / "walk")], checkpoints, "seg,pose"
+    )
+    assert rc == 0, err
+    assert (out / "photo.pose.png").exists() and (out / "walk" / "walk_0003.json").exists()
+    (tmp_path / "walk" / "walk_0003.png").unlink()
+    rc, err = _predict(
+        capsys,
+        out,
+        [str(tmp_path / "photo.png"), str(tmp_path / "walk")],
+        checkpoints,
+        "seg",
+        "--no-previews",
+    )
+    assert rc == 0, err
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["photo.exr", "photo.json"]
+    names = sorted(p.name for p in (out / "walk").iterdir())
+    assert names == [
+        "walk.sequence.json",
+        "walk_0001.exr",
+        "walk_0001.json",
+        "walk_0002.exr",
+        "walk_0002.json",
+    ]
