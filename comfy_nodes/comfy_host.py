@@ -45,12 +45,17 @@ def model_folders() -> list[str]:
     return folder_paths.get_folder_paths(MODEL_FOLDER)
 
 
-def resolve_checkpoint(name: str) -> str:
-    """Absolute path of a file listed in models/sapiens2 (``..`` cannot escape: folder_paths normalises)."""
+def find_checkpoint(name: str) -> str | None:
+    """Absolute path of a file listed in models/sapiens2, or None (``..`` cannot escape: folder_paths normalises)."""
     import folder_paths
 
     register_model_folder()
-    path = folder_paths.get_full_path(MODEL_FOLDER, name)
+    return folder_paths.get_full_path(MODEL_FOLDER, name)
+
+
+def resolve_checkpoint(name: str) -> str:
+    """Absolute path of a file listed in models/sapiens2; a clear error naming the folders when it is not there."""
+    path = find_checkpoint(name)
     if path is None:
         raise FileNotFoundError(
             f"Sapiens2 checkpoint '{name}' was not found in {', '.join(model_folders())}; put the .safetensors file "

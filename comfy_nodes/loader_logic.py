@@ -86,6 +86,29 @@ def download(task: str, size: str, folder: str | os.PathLike) -> Path:
     return hub.ensure_checkpoint(task, size, home=folder)
 
 
+def download_target(task: str, size: str, folder: str | os.PathLike) -> Path | None:
+    """Where the download entry keeps ``task``/``size`` under ``folder`` (None where no official file exists)."""
+    try:
+        return hub.local_checkpoint_path(task, size, home=folder)
+    except hub.HubError:
+        return None
+
+
+def checkpoint_fingerprint(path: str | os.PathLike | None) -> str:
+    """Cheap identity of a checkpoint file for ComfyUI's cache: path, size and modification time.
+
+    An unchanged file keeps the loaded model cached; a file replaced under the same name loads again.  Hashing
+    is no option here: ComfyUI asks on every queued prompt and a 5B checkpoint is 20 GB.
+    """
+    if path is None:
+        return "no file"
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return f"{path}|missing"  # the loader runs and reports what is wrong
+    return f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
 def checkpoint_sha256(record: dict) -> str | None:
     """sha256 of the file behind a model record (cached by path, size and mtime next to the checkpoint)."""
     if record.get("sha256"):

@@ -73,6 +73,15 @@ class Sapiens2ModelLoader(io.ComfyNode):
         )
 
     @classmethod
+    def fingerprint_inputs(cls, checkpoint, download_task, download_size, **_) -> str:
+        """Size and mtime of the file: an unchanged checkpoint stays cached, a replaced one loads again."""
+        if checkpoint == loader_logic.DOWNLOAD_CHOICE:
+            path = loader_logic.download_target(download_task, download_size, comfy_host.model_folders()[0])
+        else:
+            path = comfy_host.find_checkpoint(checkpoint)
+        return loader_logic.checkpoint_fingerprint(path)
+
+    @classmethod
     def execute(cls, checkpoint, download_task, download_size, dtype, attention, compile) -> io.NodeOutput:
         if checkpoint == loader_logic.DOWNLOAD_CHOICE:
             folder = comfy_host.model_folders()[0]

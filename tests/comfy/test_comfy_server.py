@@ -339,3 +339,33 @@ def test_server_keeps_serving_after_errors(client, comfy_server, comfy_harness):
     assert entry["status"]["status_str"] == "success", comfy_harness.execution_error(entry)
     ref = entry["outputs"]["4"]["images"][0]
     assert ref["subfolder"] == "after_errors"
+
+
+def _cached_nodes(entry: dict) -> set[str]:
+    return {
+        n for name, data in entry["status"]["messages"] if name == "execution_cached" for n in data["nodes"]
+    }
+
+
+def test_loader_reloads_a_replaced_checkpoint_and_caches_an_unchanged_one(client, comfy_server):
+    import os
+
+    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+
+    path = Path(comfy_server.base / "models" / "sapiens2" / "swapped.safetensors")
+    write_synthetic_checkpoint(path, task="seg")
+    prompt = {"2": _loader("swapped.safetensors"), "4": _node("PreviewAny", source=["2", 1])}
+    try:
+        first = client.run(prompt)
+        assert "segmentation" in first["outputs"]["4"]["text"][0]
+        again = client.run(prompt)
+        assert {"2", "4"} <= _cached_nodes(again), "an unchanged checkpoint must not be reloaded"
+        # The user replaces the file under the same name (e.g. a fine-tuned or re-downloaded model).
+        write_synthetic_checkpoint(path, task="pose")
+        stat = path.stat()
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+        replaced = client.run(prompt)
+        assert "2" not in _cached_nodes(replaced), "a replaced checkpoint must be loaded again"
+        assert "pose" in replaced["outputs"]["4"]["text"][0]
+    finally:
+        path.unlink()
