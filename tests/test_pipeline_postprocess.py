@@ -57,7 +57,7 @@ def test_albedo_is_clamped_to_unit_range():
     assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
 
 
-@pytest.mark.parametrize("size", [(200, 300), (640, 480), (768, 1024), (1280, 720)])
+@pytest.mark.parametrize("size", [(200, 300), (640, 480), (768, 1024), (1280, 720), (100, 1333), (1001, 700)])
 def test_synthetic_pointmap_gives_intrinsics_and_reprojects(size):
     """A network-resolution pointmap of a known pinhole camera → metric points that reproject to their pixel."""
     width, height = size
@@ -73,15 +73,15 @@ def test_synthetic_pointmap_gives_intrinsics_and_reprojects(size):
     canonical = (xyz * scale)[None]
     points = pointmap_to_image(canonical, torch.tensor([[scale]]), layout)[0].permute(1, 2, 0)
     fx, fy, cx, cy = pointmap_intrinsics(scale, layout).as_tuple()
-    assert fx == pytest.approx(fx_net / layout.scale) and fy == fx
+    assert fx == pytest.approx(fx_net / layout.scale, rel=0.02) and fy == pytest.approx(fx, rel=0.02)
     assert (cx, cy) == (width / 2.0, height / 2.0)
     rng = np.random.default_rng(0)
     for _ in range(50):
         i, j = int(rng.integers(2, width - 2)), int(rng.integers(2, height - 2))
         X, Y, Z = points[j, i].tolist()
         assert pytest.approx(float(torch.tensor(2.0)), abs=0.6) == Z
-        assert abs(fx * X / Z + cx - (i + 0.5)) < 0.5
-        assert abs(fy * Y / Z + cy - (j + 0.5)) < 0.5
+        assert abs(fx * X / Z + cx - (i + 0.5)) < 0.05
+        assert abs(fy * Y / Z + cy - (j + 0.5)) < 0.05
 
 
 def test_pointmap_division_is_per_image():

@@ -76,15 +76,17 @@ class Intrinsics:
 def pointmap_intrinsics(
     scale: float, layout: DenseLayout, canonical_focal: float = float(NET_W)
 ) -> Intrinsics:
-    """Focal length implied by the predicted scale: fx_input = 768 / scale at network resolution, and
-    fx_original = fx_input / r with r = min(768 / W, 1024 / H). The principal point is not predicted: the
-    image centre (W/2, H/2)."""
+    """Focal lengths implied by the predicted scale: fx_input = 768 / scale at network resolution, mapped back
+    per axis through the resize the image really went through: fx = fx_input · W / w, fy = fx_input · H / h
+    (w, h = the int()-truncated resized size; ≈ fx_input / r with r = min(768 / W, 1024 / H), but truncation
+    makes the two axes differ by up to ~1 % on small or extreme-aspect images, which shows as a reprojection
+    error at the image edges). The principal point is not predicted: the image centre (W/2, H/2)."""
     if not scale > 0:
         raise ValueError(f"the predicted pointmap scale must be positive to give a focal length, got {scale}")
     fx_input = canonical_focal / scale
-    focal = fx_input / layout.scale
     width, height = layout.image_size
-    return Intrinsics(focal, focal, width / 2.0, height / 2.0)
+    new_w, new_h = layout.resized_size
+    return Intrinsics(fx_input * width / new_w, fx_input * height / new_h, width / 2.0, height / 2.0)
 
 
 def pointmap_to_image(raw: Tensor, scale: Tensor, layout: DenseLayout) -> Tensor:
