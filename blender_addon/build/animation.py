@@ -43,6 +43,13 @@ def add_curve(
     return curve
 
 
+def add_visibility_curves(fcurves, frames: np.ndarray, visible: np.ndarray) -> None:
+    """Constant ``hide_viewport``/``hide_render`` keys: shown on the frames where ``visible`` is True."""
+    hidden = np.where(np.asarray(visible, dtype=bool), 0.0, 1.0)
+    for path in ("hide_viewport", "hide_render"):
+        add_curve(fcurves, path, 0, np.asarray(frames, dtype=np.float32), hidden, constant=True)
+
+
 def keyframe_pose(
     obj: bpy.types.Object,
     bone_names: list[str],
@@ -51,8 +58,10 @@ def keyframe_pose(
     quaternions: np.ndarray,
     scores: np.ndarray,
     created: CreatedData,
+    visible: np.ndarray | None = None,
 ) -> bpy.types.Action:
-    """Location (T,B,3), quaternion (T,B,4) and confidence (T,B) keys for every pose bone."""
+    """Location (T,B,3), quaternion (T,B,4) and confidence (T,B) keys for every pose bone; with ``visible``
+    (T,) also visibility keys, in the same action (an ID plays one action)."""
     fcurves = action_fcurves(obj, f"{obj.name} motion", created)
     for b, name in enumerate(bone_names):
         base = f'pose.bones["{bpy.utils.escape_identifier(name)}"]'
@@ -61,15 +70,13 @@ def keyframe_pose(
         for axis in range(4):
             add_curve(fcurves, f"{base}.rotation_quaternion", axis, frames, quaternions[:, b, axis])
         add_curve(fcurves, f'{base}["confidence"]', 0, frames, scores[:, b])
+    if visible is not None:
+        add_visibility_curves(fcurves, frames, visible)
     return obj.animation_data.action
 
 
 def keyframe_visibility(
-    obj: bpy.types.Object, frame: int, first: int, last: int, created: CreatedData
+    obj: bpy.types.Object, frames: np.ndarray, visible: np.ndarray, created: CreatedData
 ) -> None:
-    """Show ``obj`` on ``frame`` only (viewport and render), for per-frame meshes."""
-    keys = sorted({max(first, frame - 1), frame, min(last, frame + 1)})
-    hidden = np.array([0.0 if k == frame else 1.0 for k in keys])
-    fcurves = action_fcurves(obj, f"{obj.name} visibility", created)
-    for path in ("hide_viewport", "hide_render"):
-        add_curve(fcurves, path, 0, np.array(keys, dtype=np.float32), hidden, constant=True)
+    """A visibility-only action: ``obj`` shows on the frames where ``visible`` is True (per-frame meshes)."""
+    add_visibility_curves(action_fcurves(obj, f"{obj.name} visibility", created), frames, visible)

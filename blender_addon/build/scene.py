@@ -148,7 +148,7 @@ def import_capture(
             made.append(
                 create_armature(
                     context,
-                    f"{capture.name} person {person.id}",
+                    f"{capture.name} person {person.identity}",
                     hierarchy,
                     heads,
                     tails,
@@ -193,7 +193,9 @@ def import_sequence(
             obj = create_mesh_object(
                 f"{sequence.name} mesh {capture.frame:04d}", capture, options, collection, created
             )
-            keyframe_visibility(obj, capture.frame, scene.frame_start, scene.frame_end, created)
+            frame = capture.frame
+            keys = np.unique(np.clip([frame - 1, frame, frame + 1], scene.frame_start, scene.frame_end))
+            keyframe_visibility(obj, keys, keys == frame, created)
             made.append(obj)
             if capture is not first:
                 capture.layers = Layers()  # keep memory flat on long sequences
@@ -208,7 +210,8 @@ def import_sequence(
 def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOptions, collection, created):
     names = sequence.frames[0].keypoint_names
     hierarchy = build_hierarchy(names, sequence.frames[0].skeleton)
-    ids = sorted({p.id for c in sequence.frames for p in c.people})
+    # One armature per person: the tracking id when the bundle has one (`id` is only the index in its frame).
+    ids = sorted({p.identity for c in sequence.frames for p in c.people})
     num_k = len(names)
     made = []
     for person_id in ids:
@@ -217,7 +220,7 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
         seen = np.zeros((len(frames), num_k), dtype=bool)
         measured = np.zeros((len(frames), num_k), dtype=bool)
         for t, capture in enumerate(sequence.frames):
-            person = next((p for p in capture.people if p.id == person_id), None)
+            person = next((p for p in capture.people if p.identity == person_id), None)
             if person is None:
                 continue
             tracks[t], source = _person_joints(capture, person, options)
@@ -248,7 +251,11 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
             created,
         )
         locations, quaternions = pose_channels(heads, tails, rest_matrices(obj, hierarchy), hierarchy.parent)
-        keyframe_pose(obj, hierarchy.names, frames, locations, quaternions, bone_conf, created)
+        on_screen = seen.any(axis=1)
+        # A person who is not in every frame is hidden on the frames without them (not frozen in place).
+        visible = None if on_screen.all() else on_screen
+        keyframe_pose(obj, hierarchy.names, frames, locations, quaternions, bone_conf, created, visible)
+        obj["sapiens2_person"] = int(person_id)
         made.append(obj)
     return made
 

@@ -41,6 +41,12 @@ class Person:
     bbox: tuple[float, float, float, float] | None
     keypoints: np.ndarray  # (K, 3) x, y, score in image pixels
     keypoints_3d: np.ndarray | None  # (K, 3) OpenCV camera frame metres, NaN where invalid
+    track_id: int | None = None  # same person in every frame of a tracked sequence (``id`` is per frame)
+
+    @property
+    def identity(self) -> int:
+        """Who this is across a sequence: the tracking id when the bundle has one, else the per-frame index."""
+        return self.id if self.track_id is None else self.track_id
 
 
 @dataclass
@@ -164,12 +170,14 @@ def _parse_people(data: dict[str, Any], num_keypoints: int, path: Path) -> list[
                 if row is not None:
                     kps3d[k] = row
         bbox = raw.get("bbox")
+        track_id = raw.get("track_id")
         people.append(
             Person(
                 id=int(raw.get("id", index)),
                 bbox=tuple(float(v) for v in bbox) if bbox else None,
                 keypoints=kps,
                 keypoints_3d=kps3d,
+                track_id=None if track_id is None else int(track_id),
             )
         )
     return people

@@ -117,6 +117,7 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
     sc.write_tiny(bundles, "tiny")
     sc.write_figure(bundles, "figure", 768, 1024)
     sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
+    sc.write_tracked_sequence(bundles, "tracked", 48, 64)
     _write_bad_bundles(bundles, sc)
     np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))
     user = root / "blender_user"

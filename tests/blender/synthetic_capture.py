@@ -289,3 +289,24 @@ def write_figure_sequence(
 
     sways = np.sin(np.linspace(0, np.pi, frames))
     return write_sequence(folder, name, [figure_frame(width, height, float(s)) for s in sways], fps=fps)
+
+
+def write_tracked_sequence(folder: Path, name: str, width: int, height: int) -> Path:
+    """Two tracked people (CLI ``--smooth`` style): track 7 on the left in frames 1-4, track 3 on the right in
+    frames 3-5. Each frame lists the people in another order, so the per-frame ``id`` does not follow a person."""
+    from sapiens2_studio.core.formats.bundle import CapturePerson
+    from sapiens2_studio.core.formats.sequence import write_sequence
+
+    frames = []
+    for t in range(5):
+        frame = figure_frame(width, height)
+        base = frame.people[0].keypoints
+        people = []
+        for track, shift, present in ((3, 0.2, t >= 2), (7, -0.2, t <= 3)):
+            if present:
+                kps = base.copy()
+                kps[:, 0] += shift * width
+                people.append(CapturePerson(bbox=(0.0, 0.0, width, height), keypoints=kps, track_id=track))
+        frame.people = people
+        frames.append(frame)
+    return write_sequence(folder, name, frames, fps=24.0)

@@ -132,3 +132,26 @@ def test_missing_and_low_score_joints_are_interpolated_in_time(
     for k, name in ((wrist, "left_wrist"), (knee, "left_knee")):
         expected = to_blender((walk["joints"][1, k] + walk["joints"][3, k]) / 2)
         np.testing.assert_allclose(arm.pose.bones[name].head, expected, atol=1e-4)
+
+
+def test_people_follow_their_track_id_and_hide_when_absent(bpy_empty, bundles, read_json, project_to_pixels):
+    """Per-frame ``id`` is only an index: armatures follow ``track_id``, hidden on frames without the person."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tracked.sequence.json")) == {
+        "FINISHED"
+    }
+    armatures = sorted(o.name for o in bpy.data.objects if o.type == "ARMATURE")
+    assert armatures == ["tracked person 3", "tracked person 7"]
+    frames = [read_json(bundles / f"tracked_{t:04d}.json") for t in range(1, 6)]
+    nose = frames[0]["keypoint_names"].index("nose")
+    for track in (3, 7):
+        arm = bpy.data.objects[f"tracked person {track}"]
+        assert arm["sapiens2_person"] == track
+        for t, frame in enumerate(frames):
+            bpy.context.scene.frame_set(t + 1)
+            person = next((p for p in frame["people"] if p["track_id"] == track), None)
+            assert arm.hide_viewport == arm.hide_render == (person is None)
+            if person is not None:
+                head = np.array(arm.matrix_world @ arm.pose.bones["nose"].head)
+                pixel = project_to_pixels(bpy.context.scene, bpy.context.scene.camera, head[None])[0]
+                np.testing.assert_allclose(pixel, person["keypoints"][nose][:2], atol=1e-3)
