@@ -121,17 +121,19 @@ def predict_frames(
 
 
 class SequenceSmoother:
-    """Causal temporal smoothing of one sequence, applied to each frame's results in order.
+    """Causal temporal tracking and (optional) smoothing of one sequence, applied to each frame's results in order.
 
-    Keypoints: the pipeline's One-Euro `KeypointSmoother` (people matched across frames by box IoU, which also
-    gives each person a `track_id`). Pointmap scale: an exponential moving average (causal, so frames can be
-    written as they come), with points and intrinsics rescaled to the smoothed scale.
+    People are always matched across frames by box IoU, so every person of a sequence has a `track_id` (the
+    per-frame order is by area and changes as people move). With `smooth`: keypoints go through the pipeline's
+    One-Euro `KeypointSmoother`, and the pointmap scale through an exponential moving average (causal, so frames
+    can be written as they come), with points and intrinsics rescaled to the smoothed scale.
     """
 
-    def __init__(self, fps: float, scale_alpha: float = 0.2) -> None:
+    def __init__(self, fps: float, scale_alpha: float = 0.2, *, smooth: bool = True) -> None:
         from ..core.pipeline.temporal import KeypointSmoother
 
-        self.keypoints = KeypointSmoother(fps)
+        self.keypoints = KeypointSmoother(fps, smooth=smooth)
+        self.smooth = smooth
         self.scale_alpha = scale_alpha
         self.scale: float | None = None
 
@@ -141,7 +143,7 @@ class SequenceSmoother:
         if "pose" in results:
             results["pose"] = self.keypoints.update(results["pose"])
         pointmap = results.get("pointmap")
-        if pointmap is not None and pointmap.scale > 0:
+        if self.smooth and pointmap is not None and pointmap.scale > 0:
             raw = float(pointmap.scale)
             self.scale = raw if self.scale is None else self.scale + self.scale_alpha * (raw - self.scale)
             results["pointmap"] = rescale_pointmap(pointmap, self.scale)

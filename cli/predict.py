@@ -270,7 +270,7 @@ def _run_sequence(
     folder = out_dir / sequence.name
     fps = args.fps or sequence.fps
     writer = SequenceWriter(folder, sequence.name, fps)
-    smoother = engine.SequenceSmoother(fps) if args.smooth else None
+    smoother = engine.SequenceSmoother(fps, smooth=args.smooth)  # track ids always; smoothing on request
     buffer: list[tuple[str, np.ndarray]] = []
     count = 0
 

@@ -494,3 +494,15 @@ def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys
         "walk_0002.exr",
         "walk_0002.json",
     ]
+
+
+def test_sequence_people_have_track_ids_without_smoothing(tmp_path: Path, capsys, checkpoints) -> None:
+    (tmp_path / "run").mkdir()
+    for n in (1, 2):
+        _write_image(tmp_path / "run" / f"run_{n:04d}.png", 24, 32, "RGB", seed=n)
+    rc, err = _predict(
+        capsys, tmp_path / "out", [str(tmp_path / "run")], checkpoints, "pose", "--no-previews"
+    )
+    assert rc == 0, err
+    frames = list(read_sequence(tmp_path / "out" / "run" / "run.sequence.json"))
+    assert [f.people[0].track_id for f in frames] == [0, 0]

@@ -108,3 +108,26 @@ def test_rescaled_pointmap_stays_consistent_with_its_intrinsics():
     assert pytest.approx(Z0 * 0.5 / 0.8) == Z  # depth follows the smoothed scale
     seq = smooth_pointmap_sequence([result, new, result], method="global")
     assert len({r.scale for r in seq}) == 1
+
+
+def test_person_leaving_and_returning_keeps_id_and_restarts_the_filter():
+    """Track ids survive a short absence; the first frame back is not dragged toward the pre-gap position."""
+    a, b = (0.0, 0.0, 100.0, 200.0), (500.0, 0.0, 600.0, 200.0)
+    frames = [_frame([(a, 0.0), (b, 500.0)]) for _ in range(5)]
+    frames += [_frame([(a, 0.0)]) for _ in range(3)]  # b leaves for 3 frames …
+    frames += [_frame([(a, 0.0), ((520.0, 0.0, 620.0, 200.0), 520.0)])]  # … and comes back 20 px further
+    frames += [_frame([(a, 0.0), ((900.0, 0.0, 1000.0, 200.0), 900.0)])]  # a new person far away
+    out = smooth_pose_sequence(frames, fps=25, beta=0.0)
+    assert [p.track_id for p in out[8].people] == [0, 1]
+    assert np.allclose(out[8].people[1].keypoints, frames[8].people[1].keypoints)
+    assert [p.track_id for p in out[9].people] == [0, 2]
+
+
+def test_tracking_only_leaves_keypoints_unchanged():
+    rng = np.random.default_rng(2)
+    box = (0.0, 0.0, 100.0, 200.0)
+    frames = [_frame([(box, 50.0)], rng) for _ in range(4)]
+    smoother = KeypointSmoother(25, smooth=False)
+    out = [smoother.update(f) for f in frames]
+    assert all(o.people[0].track_id == 0 for o in out)
+    assert all(np.array_equal(o.people[0].keypoints, f.people[0].keypoints) for o, f in zip(out, frames))

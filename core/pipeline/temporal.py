@@ -70,7 +70,10 @@ class KeypointSmoother:
 
     match "order": person i is track i. "iou": greedy matching of boxes to the tracks' last boxes (IoU ≥
     `iou_threshold`), new tracks for the rest; tracks unseen for `max_missing` frames are dropped.
-    Keypoints below `min_score` are passed through unfiltered and restart their filter when seen again.
+    Keypoints below `min_score` are passed through unfiltered and restart their filter when seen again; a
+    track seen again after missed frames restarts its filter too (the filter assumes one frame per step, so
+    its old state would read the gap as a one-frame jump). `smooth=False` only tracks: keypoints are returned
+    unchanged, with their `track_id`.
     """
 
     def __init__(
@@ -84,6 +87,7 @@ class KeypointSmoother:
         iou_threshold: float = 0.3,
         min_score: float = 0.3,
         max_missing: int = 5,
+        smooth: bool = True,
     ) -> None:
         if match not in ("order", "iou"):
             raise ValueError(f"match must be 'order' or 'iou', got {match!r}")
@@ -98,6 +102,7 @@ class KeypointSmoother:
             int, tuple[OneEuroFilter, tuple[float, ...], int]
         ] = {}  # id → filter, last box, missed
         self._next_id = 0
+        self.smooth = smooth
 
     def _assign(self, people: list[PersonPose]) -> list[int]:
         if self.match == "order":
@@ -131,6 +136,12 @@ class KeypointSmoother:
         people = []
         for person, tid in zip(result.people, ids):
             filt = self.tracks[tid][0] if tid in self.tracks else OneEuroFilter(**self.options)
+            if tid in self.tracks and self.tracks[tid][2] > 0:
+                filt.reset()  # back after a gap: start afresh rather than smear the gap into one step
+            self.tracks[tid] = (filt, tuple(person.bbox), 0)
+            if not self.smooth:
+                people.append(replace(person, track_id=tid))
+                continue
             kp = person.keypoints.astype(np.float64)
             low = (kp[:, 2] < self.min_score)[:, None]
             smoothed = filt(kp[:, :2])
@@ -138,7 +149,6 @@ class KeypointSmoother:
                 filt.reset(np.broadcast_to(low, smoothed.shape))
             out = kp.copy()
             out[:, :2] = np.where(low, kp[:, :2], smoothed)
-            self.tracks[tid] = (filt, tuple(person.bbox), 0)
             people.append(replace(person, keypoints=out.astype(np.float32), track_id=tid))
         seen = set(ids)
         for tid in list(self.tracks):
