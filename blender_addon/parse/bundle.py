@@ -158,6 +158,9 @@ def _parse_people(data: dict[str, Any], num_keypoints: int, path: Path) -> list[
             raise BundleError(
                 f"{path.name}: people[{index}].keypoints has shape {kps.shape}, expected ({num_keypoints}, 3)."
             )
+        kps = kps.copy()
+        # A keypoint without finite coordinates or score was not found: score 0 (hidden, re-filled in time).
+        kps[~np.isfinite(kps).all(axis=1), 2] = 0.0
         kps3d = None
         if raw.get("keypoints_3d") is not None:
             rows = raw["keypoints_3d"]
@@ -168,7 +171,13 @@ def _parse_people(data: dict[str, Any], num_keypoints: int, path: Path) -> list[
             kps3d = np.full((len(rows), 3), np.nan, dtype=np.float32)
             for k, row in enumerate(rows):
                 if row is not None:
-                    kps3d[k] = row
+                    try:
+                        kps3d[k] = row
+                    except (TypeError, ValueError) as exc:
+                        raise BundleError(
+                            f"{path.name}: people[{index}].keypoints_3d[{k}] must be [X, Y, Z] or null, "
+                            f"found {row!r}."
+                        ) from exc
         bbox = raw.get("bbox")
         track_id = raw.get("track_id")
         people.append(

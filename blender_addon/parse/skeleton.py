@@ -211,6 +211,12 @@ def joints_3d(
         out[missing] = np.stack(
             [(u - cx) / fx * depth, (v - cy) / fy * depth, np.full(u.shape, depth)], axis=1
         )
+    # A keypoint without a finite pixel has no ray: park it at the median of the person's placed joints (its
+    # score is 0, so the bone is hidden); a NaN head would break the viewport, exporters and retargeting.
+    lost = ~np.isfinite(out).all(axis=1)
+    if lost.any():
+        placed = out[~lost]
+        out[lost] = np.median(placed, axis=0) if placed.size else (0.0, 0.0, float(default_depth))
     return out, source
 
 

@@ -72,6 +72,10 @@ def _write_bad_bundles(folder: Path, sc) -> None:
         json.dumps({"format": "gltf", "version": "2.0"}), encoding="utf-8"
     )
     (folder / "traversal.json").write_text(json.dumps({**good, "exr": "../tiny.exr"}), encoding="utf-8")
+    badrow = json.loads(json.dumps(good))
+    badrow["exr"] = "tiny.exr"
+    badrow["people"][0]["keypoints_3d"][3] = [1.0, 2.0]
+    (folder / "badrow.json").write_text(json.dumps(badrow), encoding="utf-8")
     sc.write_tiny(folder, "badexr")
     (folder / "badexr.exr").write_bytes(b"not an exr at all" * 10)
     sc.write_figure_sequence(folder, "brokenseq", 48, 64, 3)

@@ -105,6 +105,32 @@ def test_keypoints_without_any_depth_use_the_chosen_plane(
     assert bpy.data.objects.get("tiny mesh") is None  # no pointmap: no mesh (a warning, not an error)
 
 
+def test_keypoints_without_finite_coordinates_give_no_nan_bones(bpy_empty, bundles, tmp_path, read_json):
+    """NaN keypoints (a writer that did not find a joint; Python's json writes NaN) become hidden bones at a
+    finite place: a NaN head breaks the viewport, FBX/glTF export and retargeting."""
+    import json
+    import math
+    import shutil
+
+    meta = read_json(bundles / "tiny.json")
+    shutil.copy(bundles / "tiny.exr", tmp_path / "tiny.exr")
+    person = meta["people"][0]
+    person["keypoints"][3] = [math.nan, math.nan, 0.9]  # left_ear: no pixel at all
+    person["keypoints"][4] = [2.5, 3.5, math.nan]  # right_ear: no score
+    person["keypoints_3d"][3] = person["keypoints_3d"][4] = None
+    path = tmp_path / "nan.json"
+    path.write_text(json.dumps(meta), encoding="utf-8")
+    bpy = bpy_empty
+    import_bundle(bpy, path)
+    arm = bpy.data.objects["tiny person 0"]
+    heads = np.array([b.head_local for b in arm.data.bones])
+    tails = np.array([b.tail_local for b in arm.data.bones])
+    assert np.isfinite(heads).all() and np.isfinite(tails).all()
+    assert len(arm.data.bones) == 309
+    for name in ("left_ear", "right_ear"):
+        assert arm.data.bones[name].hide and arm.pose.bones[name]["confidence"] == 0.0
+
+
 @pytest.mark.parametrize("up_axis", ["Z", "Y"])
 def test_camera_reprojects_every_vertex_to_its_pixel(
     bpy_empty, bundles, up_axis, project_to_pixels, mesh_data

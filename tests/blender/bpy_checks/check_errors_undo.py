@@ -32,6 +32,7 @@ def data_counts(bpy) -> dict[str, object]:
         (["notcapture.json"], "is not a Sapiens2 capture"),
         (["traversal.json"], "must be a bare file name"),
         (["badexr.json"], "Cannot read EXR"),
+        (["badrow.json"], r"keypoints_3d\[3\] must be \[X, Y, Z\] or null"),
         (["brokenseq.sequence.json"], "'brokenseq_0002.exr' is missing"),
         (["tiny.json", "badexr.json"], "Cannot read EXR"),  # the good first file is rolled back too
         (["tiny.json", "newer.json"], "newer than this add-on supports"),  # checked before anything is built
