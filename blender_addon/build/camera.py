@@ -9,9 +9,10 @@ import numpy as np
 from mathutils import Matrix
 
 from ..parse.axes import camera_rotation
-from ..parse.bundle import Capture
+from ..parse.bundle import Capture, Sequence
 from ..parse.camera_model import camera_settings
 from ..parse.options import ImportOptions
+from .animation import action_fcurves, add_curve
 from .tracking import CreatedData
 
 
@@ -82,3 +83,26 @@ def create_camera(
             cam.show_background_images = True
     scene.camera = obj  # the imported view becomes the render view
     return obj
+
+
+def keyframe_intrinsics(cam: bpy.types.Camera, sequence: Sequence, created: CreatedData) -> list[str]:
+    """Lens and shift keys per frame when the frames' intrinsics differ (each frame's pointmap implies its own
+    focal length), so every frame's mesh and joints reproject onto that frame's pixels. Returns warnings."""
+    frames = sequence.frames
+    settings = [
+        camera_settings(c.camera.fx, c.camera.fy, c.camera.cx, c.camera.cy, c.width, c.height) for c in frames
+    ]
+    warnings = []
+    layouts = {(c.width, c.height, s.sensor_fit, s.pixel_aspect_y) for c, s in zip(frames, settings)}
+    if len(layouts) > 1:
+        warnings.append(
+            f"{sequence.path.name}: frames differ in image size or pixel aspect; the camera's resolution, "
+            f"sensor fit and pixel aspect follow the first frame ({frames[0].width}x{frames[0].height})."
+        )
+    values = np.array([[s.lens, s.shift_x, s.shift_y] for s in settings])
+    if np.ptp(values, axis=0).max() > 1e-6:
+        fcurves = action_fcurves(cam, f"{cam.name} intrinsics", created)
+        keys = np.array([c.frame for c in frames], dtype=np.float32)
+        for column, path in enumerate(("lens", "shift_x", "shift_y")):
+            add_curve(fcurves, path, 0, keys, values[:, column])
+    return warnings

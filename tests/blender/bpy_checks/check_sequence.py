@@ -155,3 +155,40 @@ def test_people_follow_their_track_id_and_hide_when_absent(bpy_empty, bundles, r
                 head = np.array(arm.matrix_world @ arm.pose.bones["nose"].head)
                 pixel = project_to_pixels(bpy.context.scene, bpy.context.scene.camera, head[None])[0]
                 np.testing.assert_allclose(pixel, person["keypoints"][nose][:2], atol=1e-3)
+
+
+def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, tmp_path, project_to_pixels):
+    """Each frame's pointmap implies its own focal length: the camera's lens and shift are keyed per frame, so
+    points of frame t (and its mesh and joints) land on frame t's pixels, not only on frame 1."""
+    import json
+    import shutil
+
+    for path in bundles.glob("walk*"):
+        shutil.copy(path, tmp_path / path.name)
+    cameras = []
+    for t in range(1, FRAMES + 1):
+        path = tmp_path / f"walk_{t:04d}.json"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta["camera"].update(fx=meta["camera"]["fx"] * (1 + 0.04 * t), cx=meta["camera"]["cx"] + t)
+        meta["camera"]["fy"] = meta["camera"]["fx"]
+        path.write_text(json.dumps(meta), encoding="utf-8")
+        cameras.append(meta["camera"])
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    scene = bpy.context.scene
+    pixels = np.array([[0.5, 0.5], [95.5, 127.5], [40.25, 70.75]])
+    depth = np.array([1.0, 2.5, 4.0])
+    for t, cam in enumerate(cameras):
+        scene.frame_set(t + 1)
+        xyz = np.stack(
+            [
+                (pixels[:, 0] - cam["cx"]) / cam["fx"] * depth,
+                (pixels[:, 1] - cam["cy"]) / cam["fy"] * depth,
+                depth,
+            ],
+            axis=1,
+        )
+        world = xyz @ np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]]).T
+        np.testing.assert_allclose(project_to_pixels(scene, scene.camera, world), pixels, atol=1e-3)
