@@ -116,21 +116,36 @@ def predict_seg(
     return results
 
 
-def _predict_dense(model, images, task, batch_size, progress, should_stop, alpha, finish):
+def _predict_dense(
+    model: Any,
+    images: Any,
+    task: str,
+    options: dict[str, Any],
+    seg: Sequence[Any] | None,
+    output_device: str | torch.device,
+    build: Callable[[Any, int, Any], Any],
+) -> list[Any]:
+    """Shared loop of the dense tasks: `build(raw output, index in batch, layout)` makes one result (on the
+    model's device); results move to `output_device` and get the seg foreground as `mask` when given."""
     _check_task(model, task)
-    source = ImageSource(images, alpha=alpha)
-    done = 0
+    source = ImageSource(images, alpha=options["alpha"])
+    progress, should_stop = options["progress"], options["should_stop"]
+    results: list[Any] = []
     with torch.inference_mode():
-        for chunk in _chunks(len(source), batch_size):
+        for chunk in _chunks(len(source), options["batch_size"]):
             prepared = [source.get(i, model.device) for i in chunk]
             staged = [preprocess_dense(p.pixels, quantize=p.quantized) for p in prepared]
             out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
             for j, (_, layout) in enumerate(staged):
-                finish(chunk[j], out, j, layout)
-            done += len(chunk)
+                result = build(out, j, layout)
+                field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
+                setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
+                results.append(result)
             if progress is not None:
-                progress(done, len(source))
-    return len(source)
+                progress(len(results), len(source))
+    for result, mask in zip(results, _masks(seg, len(results))):
+        result.mask = None if mask is None else mask.to(output_device)
+    return results
 
 
 def predict_normal(
@@ -145,16 +160,12 @@ def predict_normal(
     alpha: AlphaMode = "composite",
 ) -> list[NormalResult]:
     """Unit surface normals (H, W, 3), OpenCV camera frame; `seg` (one SegResult per image) adds a mask."""
-    out: list[NormalResult] = []
 
-    def finish(index, raw, j, layout):
-        n = normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0)
-        out.append(NormalResult(n.to(output_device), None))
+    def build(raw: Tensor, j: int, layout: Any) -> NormalResult:
+        return NormalResult(normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    total = _predict_dense(model, images, "normal", batch_size, progress, should_stop, alpha, finish)
-    for r, m in zip(out, _masks(seg, total)):
-        r.mask = None if m is None else m.to(output_device)
-    return out
+    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    return _predict_dense(model, images, "normal", options, seg, output_device, build)
 
 
 def predict_albedo(
@@ -169,16 +180,12 @@ def predict_albedo(
     alpha: AlphaMode = "composite",
 ) -> list[AlbedoResult]:
     """Albedo (H, W, 3) in [0, 1], sRGB-encoded as the model predicts it."""
-    out: list[AlbedoResult] = []
 
-    def finish(index, raw, j, layout):
-        a = albedo_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0)
-        out.append(AlbedoResult(a.to(output_device), None))
+    def build(raw: Tensor, j: int, layout: Any) -> AlbedoResult:
+        return AlbedoResult(albedo_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    total = _predict_dense(model, images, "albedo", batch_size, progress, should_stop, alpha, finish)
-    for r, m in zip(out, _masks(seg, total)):
-        r.mask = None if m is None else m.to(output_device)
-    return out
+    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    return _predict_dense(model, images, "albedo", options, seg, output_device, build)
 
 
 def predict_pointmap(
@@ -193,20 +200,17 @@ def predict_pointmap(
     alpha: AlphaMode = "composite",
 ) -> list[PointmapResult]:
     """Metric XYZ (H, W, 3) in the OpenCV camera frame, the predicted scale and the implied intrinsics."""
-    out: list[PointmapResult] = []
 
-    def finish(index, raw, j, layout):
+    def build(raw: Any, j: int, layout: Any) -> PointmapResult:
         points, scale = raw
         s = scale[j : j + 1].to(torch.float32)
         xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
         value = float(s.reshape(-1)[0])
         intr = pointmap_intrinsics(value, layout).as_tuple() if value > 0 else (float("nan"),) * 4
-        out.append(PointmapResult(xyz.to(output_device), value, intr, None))  # type: ignore[arg-type]
+        return PointmapResult(xyz, value, intr, None)  # type: ignore[arg-type]
 
-    total = _predict_dense(model, images, "pointmap", batch_size, progress, should_stop, alpha, finish)
-    for r, m in zip(out, _masks(seg, total)):
-        r.mask = None if m is None else m.to(output_device)
-    return out
+    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    return _predict_dense(model, images, "pointmap", options, seg, output_device, build)
 
 
 def predict_pose(
