@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import bpy
@@ -9,7 +10,7 @@ import numpy as np
 from mathutils import Matrix
 
 from ..parse.axes import camera_rotation
-from ..parse.bundle import Capture, Sequence
+from ..parse.bundle import Capture, Sequence, load_layers
 from ..parse.camera_model import camera_settings
 from ..parse.options import ImportOptions
 from .animation import action_fcurves, add_curve
@@ -62,8 +63,24 @@ def background_image(capture: Capture, created: CreatedData) -> bpy.types.Image 
     return image
 
 
+def add_plate(cam: bpy.types.Camera, image: bpy.types.Image):
+    """Show ``image`` behind the camera view, fitted to the frame."""
+    plate = cam.background_images.new()
+    plate.image = image
+    plate.alpha = 1.0
+    plate.frame_method = "FIT"
+    cam.show_background_images = True
+    return plate
+
+
 def create_camera(
-    name: str, capture: Capture, options: ImportOptions, collection, scene, created: CreatedData
+    name: str,
+    capture: Capture,
+    options: ImportOptions,
+    collection,
+    scene,
+    created: CreatedData,
+    with_plate: bool = True,
 ) -> bpy.types.Object:
     cam = created.add("cameras", bpy.data.cameras.new(name))
     apply_intrinsics(cam, scene, capture)
@@ -73,16 +90,67 @@ def create_camera(
     collection.objects.link(obj)
     rotation = camera_rotation(options.up_axis)
     obj.matrix_world = Matrix([*([*row, 0.0] for row in rotation.tolist()), [0.0, 0.0, 0.0, 1.0]])
-    if options.import_background:
+    if with_plate and options.import_background:
         image = background_image(capture, created)
         if image is not None:
-            plate = cam.background_images.new()
-            plate.image = image
-            plate.alpha = 1.0
-            plate.frame_method = "FIT"
-            cam.show_background_images = True
+            add_plate(cam, image)
     scene.camera = obj  # the imported view becomes the render view
     return obj
+
+
+def _file_number(name: str) -> int | None:
+    """The frame number Blender reads from an image-sequence file name: the last run of digits in the stem."""
+    digits = re.findall(r"\d+", Path(name).stem)
+    return int(digits[-1]) if digits else None
+
+
+def numbered_sources(sequence: Sequence) -> tuple[Path, int] | None:
+    """(first source image, its file number) when every frame's source image sits next to the bundle and is
+    numbered like the frames (file number - frame is the same for all), else None."""
+    first_number = None
+    for capture in sequence.frames:
+        source = (capture.metadata.get("image") or {}).get("source")
+        if not isinstance(source, str) or not source or Path(source).name != source:
+            return None
+        if not (sequence.path.parent / source).is_file():
+            return None
+        number = _file_number(source)
+        if number is None:
+            return None
+        if first_number is None:
+            first, first_number = sequence.path.parent / source, number
+        elif number - capture.frame != first_number - sequence.frames[0].frame:
+            return None
+    return first, first_number
+
+
+def add_sequence_plate(cam: bpy.types.Camera, sequence: Sequence, created: CreatedData) -> list[str]:
+    """The source frames as an image-sequence plate that follows the scene frame; else frame 1 (with a warning)."""
+    found = numbered_sources(sequence)
+    first = sequence.frames[0]
+    if found is not None:
+        path, number = found
+        image = created.add("images", bpy.data.images.load(str(path), check_existing=False))
+        image.source = "SEQUENCE"
+        plate = add_plate(cam, image)
+        user = plate.image_user
+        user.frame_start = first.frame
+        user.frame_duration = sequence.frames[-1].frame - first.frame + 1
+        user.frame_offset = number - 1  # scene frame `frame_start` shows file number `number`
+        return []
+    load_layers(first)
+    image = background_image(first, created)
+    if image is None:
+        return []
+    add_plate(cam, image)
+    if len(sequence.frames) < 2:
+        return []
+    return [
+        f"{sequence.path.name}: the camera plate shows frame {first.frame} only. Put the source frames "
+        "(the files named in each frame's image.source, e.g. "
+        f"{(first.metadata.get('image') or {}).get('source') or 'frame_0001.png'}) next to the bundle to get "
+        "a moving plate."
+    ]
 
 
 def keyframe_intrinsics(cam: bpy.types.Camera, sequence: Sequence, created: CreatedData) -> list[str]:

@@ -22,7 +22,7 @@ from ..parse.poses import fill_gaps, pose_channels, smooth_tracks
 from ..parse.skeleton import Hierarchy, bone_heads, bone_tails, build_hierarchy, joints_3d
 from .animation import keyframe_pose, keyframe_visibility
 from .armature import bone_scores, create_armature, rest_matrices
-from .camera import create_camera, keyframe_intrinsics
+from .camera import add_sequence_plate, create_camera, keyframe_intrinsics
 from .mesh import create_mesh_object, create_points_object
 from .tracking import CreatedData
 
@@ -181,9 +181,11 @@ def import_sequence(
     collection["sapiens2"] = _metadata(first, frames=len(frames), fps=sequence.fps)
     made = []
     if options.import_camera:
+        camera = create_camera(
+            f"{sequence.name} camera", first, options, collection, scene, created, with_plate=False
+        )
         if options.import_background:
-            load_layers(first)
-        camera = create_camera(f"{sequence.name} camera", first, options, collection, scene, created)
+            warnings.extend(add_sequence_plate(camera.data, sequence, created))
         warnings.extend(keyframe_intrinsics(camera.data, sequence, created))
         made.append(camera)
     if options.import_mesh and options.mesh_per_frame:

@@ -192,3 +192,42 @@ def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, tmp_path, pro
         )
         world = xyz @ np.array([[1.0, 0, 0], [0, 0, 1.0], [0, -1.0, 0]]).T
         np.testing.assert_allclose(project_to_pixels(scene, scene.camera, world), pixels, atol=1e-3)
+
+
+def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bundles, tmp_path):
+    """With the frames' source images next to the bundle the plate is an image sequence on the scene frames
+    (file numbers need not equal frame numbers); without them the plate is frame 1 and a warning says why."""
+    import json
+    import shutil
+
+    bpy = bpy_empty
+    for path in bundles.glob("walk*"):
+        shutil.copy(path, tmp_path / path.name)
+    for t in range(1, FRAMES + 1):
+        image = bpy.data.images.new(f"src{t}", 4, 4)
+        image.filepath_raw = str(tmp_path / f"plate_{t + 10:04d}.png")
+        image.file_format = "PNG"
+        image.save()
+        path = tmp_path / f"walk_{t:04d}.json"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta["image"]["source"] = f"plate_{t + 10:04d}.png"
+        path.write_text(json.dumps(meta), encoding="utf-8")
+    bpy.ops.wm.read_homefile(use_empty=True)
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    plate = bpy.context.scene.camera.data.background_images[0]
+    assert plate.image.source == "SEQUENCE"
+    for t in range(1, FRAMES + 1):
+        bpy.context.scene.frame_set(t)
+        shown = plate.image.filepath_from_user(image_user=plate.image_user)
+        assert shown.endswith(f"plate_{t + 10:04d}.png"), (t, shown)
+
+    addon = __import__("sys").modules["bl_ext.user_default.sapiens2_capture"]
+    (tmp_path / "plate_0013.png").unlink()  # one source frame missing: a still of the first frame
+    result = addon.build.scene.import_files(
+        bpy.context, [tmp_path / "walk.sequence.json"], addon.parse.options.ImportOptions()
+    )
+    plate = bpy.context.scene.camera.data.background_images[0]
+    assert plate.image.source == "FILE" and plate.image.filepath.endswith("plate_0011.png")
+    assert any("plate shows frame 1 only" in w for w in result.warnings)
