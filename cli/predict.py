@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core.formats.exr import require_openexr
 from ..core.formats.sequence import SequenceWriter
+from ..core.pipeline.boxes import normalize_box
 from .inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
 from .main import UsageError, parse_checkpoint_overrides, parse_tasks
 from .outputs import remove_stale_frames, write_frame_outputs
@@ -117,17 +118,21 @@ def read_boxes(path: str | None) -> dict[str, list[list[float]]] | list[list[flo
         raise InputError(f"--boxes {file}: not valid JSON ({exc})") from None
 
     def check(boxes: Any, where: str) -> list[list[float]]:
-        try:
-            out = [[float(v) for v in box] for box in boxes]
-        except (TypeError, ValueError):
-            out = []
-        if not out and boxes != []:
-            raise InputError(f"--boxes {file}: {where} must be a list of [x1, y1, x2, y2] boxes")
-        for box in out:
-            if len(box) != 4 or box[2] <= box[0] or box[3] <= box[1]:
-                raise InputError(
-                    f"--boxes {file}: {where}: box {box} must be [x1, y1, x2, y2] with x2 > x1, y2 > y1"
-                )
+        if isinstance(boxes, dict) or (
+            isinstance(boxes, list) and len(boxes) == 4 and all(isinstance(v, (int, float)) for v in boxes)
+        ):
+            boxes = [boxes]  # one box given without the surrounding list
+        if not isinstance(boxes, list):
+            raise InputError(
+                f"--boxes {file}: {where} must be a list of boxes [x1, y1, x2, y2] or "
+                '{"x": …, "y": …, "width": …, "height": …}'
+            )
+        out = []
+        for box in boxes:
+            try:
+                out.append(list(normalize_box(box)))
+            except ValueError as exc:
+                raise InputError(f"--boxes {file}: {where}: {exc}") from None
         return out
 
     if isinstance(doc, list):
@@ -137,19 +142,27 @@ def read_boxes(path: str | None) -> dict[str, list[list[float]]] | list[list[flo
     raise InputError(f"--boxes {file}: expected a list of boxes or an object keyed by image name")
 
 
-def boxes_for(boxes: Any, source_name: str, frame_number: int | None = None) -> list[list[float]] | None:
-    if boxes is None:
-        return None
+def boxes_for(
+    boxes: Any, source_name: str, frame_number: int | None = None, *, image: np.ndarray | None = None
+) -> list[list[float]] | None:
+    """The boxes file's boxes for one image (None: none given); with `image`, checked against its size so
+    a box entirely outside it fails that image, named, instead of the whole batch."""
+    chosen = None
     if isinstance(boxes, list):
-        return boxes
-    stem = Path(source_name).stem
-    keys = [source_name, stem]
-    if frame_number is not None:
-        keys = [f"{source_name}#{frame_number}", *keys]
-    for key in [*keys, "*"]:
-        if key in boxes:
-            return boxes[key]
-    return None
+        chosen = boxes
+    elif boxes is not None:
+        keys = [source_name, Path(source_name).stem, "*"]
+        if frame_number is not None:
+            keys.insert(0, f"{source_name}#{frame_number}")
+        chosen = next((boxes[key] for key in keys if key in boxes), None)
+    if chosen is None or image is None:
+        return chosen
+    size = (int(image.shape[1]), int(image.shape[0]))
+    where = source_name if frame_number is None else f"{source_name}#{frame_number}"
+    try:
+        return [list(normalize_box(box, size)) for box in chosen]
+    except ValueError as exc:
+        raise InputError(f"{where}: --boxes: {exc}") from None
 
 
 def auto_batch_size_for(models: dict[str, LoadedModel]) -> int:
@@ -200,7 +213,8 @@ def run_predict(args: argparse.Namespace) -> int:
             loaded = []
             for job in chunk:
                 try:
-                    loaded.append((job, load_image(job.path)))
+                    image = load_image(job.path)
+                    loaded.append((job, image, boxes_for(boxes, job.path.name, image=image)))
                 except InputError as exc:
                     failures.append(str(exc))
                     progress.update(1, job.name)
@@ -208,13 +222,13 @@ def run_predict(args: argparse.Namespace) -> int:
                 continue
             frames = engine.predict_frames(
                 models,
-                [image for _, image in loaded],
-                [boxes_for(boxes, job.path.name) for job, _ in loaded],
-                [job.path.name for job, _ in loaded],
+                [image for _, image, _ in loaded],
+                [image_boxes for _, _, image_boxes in loaded],
+                [job.path.name for job, _, _ in loaded],
                 options,
                 warn=warnings.append,
             )
-            for (job, image), frame in zip(loaded, frames):
+            for (job, image, _), frame in zip(loaded, frames):
                 write_frame_outputs(
                     out_dir,
                     job.name,
@@ -282,7 +296,7 @@ def _run_sequence(
         frames = engine.predict_frames(
             models,
             [image for _, image in buffer],
-            [boxes_for(boxes, src, n) for (src, _), n in zip(buffer, numbers)],
+            [boxes_for(boxes, src, n, image=image) for (src, image), n in zip(buffer, numbers)],
             [src for src, _ in buffer],
             options,
             warn=warn,

@@ -506,3 +506,19 @@ def test_sequence_people_have_track_ids_without_smoothing(tmp_path: Path, capsys
     assert rc == 0, err
     frames = list(read_sequence(tmp_path / "out" / "run" / "run.sequence.json"))
     assert [f.people[0].track_id for f in frames] == [0, 0]
+
+
+def test_boxes_file_formats_and_a_box_outside_one_image(tmp_path: Path, capsys, checkpoints) -> None:
+    """{x, y, width, height} boxes and a bare single box are accepted; a box outside one image fails only
+    that image, with its name, and the others are still processed."""
+    _write_image(tmp_path / "small.png", 32, 24, "RGB")
+    _write_image(tmp_path / "large.png", 96, 80, "RGB")
+    boxes = tmp_path / "boxes.json"
+    doc = {"large.png": {"x": 50, "y": 40, "width": 30, "height": 30}, "*": [60, 50, 90, 78]}
+    boxes.write_text(json.dumps(doc), encoding="utf-8")
+    inputs = [str(tmp_path / "small.png"), str(tmp_path / "large.png")]
+    rc, err = _predict(capsys, tmp_path / "out", inputs, checkpoints, "pose", "--boxes", str(boxes))
+    assert rc == 1
+    assert "small.png: --boxes: box (60.0, 50.0, 90.0, 78.0) lies entirely outside the 32×24 image" in err
+    assert not (tmp_path / "out" / "small.json").exists()
+    assert [p.bbox for p in read_bundle(tmp_path / "out" / "large.json").people] == [(50, 40, 80, 70)]
