@@ -104,6 +104,14 @@ def _skeleton_pose(hierarchy: Hierarchy, joints_cv: np.ndarray, options: ImportO
     return heads, bone_tails(hierarchy, heads, toward_camera, unit=options.global_scale)
 
 
+def _no_faces_warning(what: str) -> str:
+    return (
+        f"{what}: the mesh has no faces: every quad crossed a depth discontinuity or touched an invalid or "
+        "background pixel. Raise 'Depth Discontinuity' (0 keeps every face), untick 'Drop Background', or "
+        "import 'Points'."
+    )
+
+
 def _tag(objects, collection) -> None:
     for obj in objects:
         obj["sapiens2_collection"] = collection.name
@@ -135,7 +143,10 @@ def import_capture(
     if (options.import_mesh or options.import_points) and not has_points:
         warnings.append(f"{capture.json_path.name}: no pointmap layer (P.X/P.Y/P.Z), so no mesh or points.")
     if options.import_mesh and has_points:
-        made.append(create_mesh_object(f"{capture.name} mesh", capture, options, collection, created))
+        mesh = create_mesh_object(f"{capture.name} mesh", capture, options, collection, created)
+        if not mesh.data.polygons:
+            warnings.append(_no_faces_warning(capture.json_path.name))
+        made.append(mesh)
     progress(0.6, "mesh")
     if options.import_points and has_points:
         made.append(create_points_object(f"{capture.name} points", capture, options, collection, created))
@@ -189,6 +200,7 @@ def import_sequence(
         warnings.extend(keyframe_intrinsics(camera.data, sequence, created))
         made.append(camera)
     if options.import_mesh and options.mesh_per_frame:
+        faceless: list[int] = []
         for i, capture in enumerate(sequence.frames):
             load_layers(capture)
             if "P" not in capture.layers:
@@ -197,6 +209,8 @@ def import_sequence(
             obj = create_mesh_object(
                 f"{sequence.name} mesh {capture.frame:04d}", capture, options, collection, created
             )
+            if not obj.data.polygons:
+                faceless.append(capture.frame)
             frame = capture.frame
             keys = np.unique(np.clip([frame - 1, frame, frame + 1], scene.frame_start, scene.frame_end))
             keyframe_visibility(obj, keys, keys == frame, created)
@@ -204,6 +218,10 @@ def import_sequence(
             if capture is not first:
                 capture.layers = Layers()  # keep memory flat on long sequences
             progress(0.7 * (i + 1) / len(sequence.frames), "meshes")
+        if faceless:
+            warnings.append(
+                _no_faces_warning(f"{sequence.path.name} ({len(faceless)} frame(s), first {faceless[0]})")
+            )
     if options.import_armatures:
         made.extend(_sequence_armatures(context, sequence, frames, options, collection, created))
     progress(1.0, "armatures")

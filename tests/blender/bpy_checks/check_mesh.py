@@ -45,6 +45,20 @@ def test_tiny_counts(bpy_empty, bundles, options, vertices, faces):
     assert not mesh.validate(verbose=False)  # nothing for Blender to fix
 
 
+def test_a_mesh_without_faces_says_why(addon, bpy_empty, bundles):
+    """Noisy depth (e.g. an untrained or mismatched pointmap) drops every quad: the import warns with the fix
+    instead of leaving an empty object the user cannot explain."""
+    bpy = bpy_empty
+    options = addon.parse.options.ImportOptions(mesh_stride=4, import_armatures=False)  # 2x2 grid, row 0 bg
+    result = addon.build.scene.import_files(bpy.context, [bundles / "tiny.json"], options)
+    assert len(bpy.data.objects["tiny mesh"].data.polygons) == 0
+    assert any("the mesh has no faces" in w and "Depth Discontinuity" in w for w in result.warnings)
+    full = addon.build.scene.import_files(
+        bpy.context, [bundles / "tiny.json"], addon.parse.options.ImportOptions()
+    )
+    assert not full.warnings
+
+
 @pytest.mark.parametrize(("up_axis", "scale"), [("Z", 1.0), ("Y", 1.0), ("Z", 2.5)])
 def test_vertex_positions_are_the_pointmap_in_blender_frame(
     bpy_empty, bundles, expected_tiny, to_blender, mesh_data, up_axis, scale
