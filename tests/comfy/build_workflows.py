@@ -28,17 +28,37 @@ builder = _load("workflow_builder")
 IMAGE = harness.EXAMPLE_IMAGE
 
 
-def loader(g, task: str, title: str):
+MODELS_HELP = (
+    "Models: put the official files (sapiens2_1b_<task>.safetensors from huggingface.co/facebook/"
+    "sapiens2-<task>-1b) in ComfyUI/models/sapiens2/, or set a loader's checkpoint to '(download: task + size "
+    "below)': it downloads that task's official file (sha256-checked) once. 0.4b is faster, 5b more accurate."
+)
+
+
+def loader(g, task: str, title: str, **where):
+    """A loader whose download entry fetches the same task as its checkpoint (switching to it just works)."""
     return g.node(
         "Sapiens2ModelLoader",
         title=title,
         checkpoint=f"sapiens2_1b_{task}.safetensors",
+        download_task=task,
+        download_size="1b",
         dtype="auto",
         attention="auto",
+        **where,
     )
 
 
 def relight(g) -> None:
+    g.note(
+        "Relight a photo of a person with new lights.\n"
+        "1. Load your photo.\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. Place the lights: azimuth 0 = from the camera, +90 = from the right, 180 = from behind (rim);\n"
+        "   elevation = height. Chain more Directional Light nodes for more lights.\n"
+        "4. Queue. 'image' is the relit photo; 'light_map' can condition IC-Light.\n"
+        "Tips: connect a Sapiens2 Albedo image to 'albedo' for cleaner colours; turn 'shadows' off for speed."
+    )
     image = g.node("LoadImage", image=IMAGE)
     seg_model = loader(g, "seg", "Load Sapiens2 seg")
     normal_model = loader(g, "normal", "Load Sapiens2 normal")
@@ -49,6 +69,7 @@ def relight(g) -> None:
     key = g.node(
         "Sapiens2DirectionalLight",
         title="Key light",
+        column=1,
         azimuth=55.0,
         elevation=35.0,
         color="#ffd9b0",
@@ -62,6 +83,7 @@ def relight(g) -> None:
         color="#9fc4ff",
         intensity=0.8,
         lights=key.out(0),
+        column=1,
     )
     relit = g.node(
         "Sapiens2Relight",
@@ -75,9 +97,24 @@ def relight(g) -> None:
     )
     g.node("SaveImage", images=relit.out(0), filename_prefix="sapiens2/relit")
     g.node("SaveImage", title="Save light map", images=relit.out(1), filename_prefix="sapiens2/light_map")
+    g.group("1 · Photo and models", 0)
+    g.group("2 · Person mask and lights", 1)
+    g.group("3 · Normals and depth", 2)
+    g.group("4 · Relight", 3)
+    g.group("5 · Save", 4)
 
 
 def tryon(g) -> None:
+    g.note(
+        "Mask the garment area for virtual try-on or inpainting.\n"
+        "1. Load the photo of the person.\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. Body-Part Mask: preset tryon_upper / tryon_lower / tryon_full covers clothes plus the skin a new\n"
+        "   garment may uncover (never hands or face). 'grow' widens the mask, 'feather' softens its edge;\n"
+        "   'exclude' removes parts (e.g. hair).\n"
+        "4. Feed 'mask' to your try-on / inpaint node (CatVTON, IDM-VTON, Inpaint...). The RGBA cut-out is\n"
+        "   transparent where the mask is."
+    )
     image = g.node("LoadImage", image=IMAGE)
     seg_model = loader(g, "seg", "Load Sapiens2 seg")
     seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
@@ -95,9 +132,23 @@ def tryon(g) -> None:
         images=cutout.out(0),
         filename_prefix="sapiens2/tryon_inpaint",
     )
+    g.group("1 · Photo and model", 0)
+    g.group("2 · Segment", 1)
+    g.group("3 · Garment mask", 2)
+    g.group("4 · Mask image and cut-out", 3)
+    g.group("5 · Save", 4)
 
 
 def pose(g) -> None:
+    g.note(
+        "Whole-body pose (308 keypoints) as OpenPose data and a skeleton image for ControlNet.\n"
+        "1. Load your photo (any number of people).\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. The seg model finds the people (one box per person). You can instead connect person boxes\n"
+        "   (BOUNDING_BOX, e.g. from RT-DETR) to 'bboxes'.\n"
+        "4. Use the skeleton image with an OpenPose ControlNet. For controlnet_aux's render/edit nodes set\n"
+        "   keypoint_format to 'controlnet_aux'."
+    )
     image = g.node("LoadImage", image=IMAGE)
     pose_model = loader(g, "pose", "Load Sapiens2 pose")
     seg_model = loader(g, "seg", "Load Sapiens2 seg (finds people)")
@@ -111,9 +162,21 @@ def pose(g) -> None:
     drawn = g.node("Sapiens2DrawPose", keypoints=estimate.out(0))
     g.node("SaveImage", title="Save OpenPose image", images=drawn.out(0), filename_prefix="sapiens2/openpose")
     g.node("PreviewAny", title="POSE_KEYPOINT JSON", source=estimate.out(0))
+    g.group("1 · Photo and models", 0)
+    g.group("2 · Pose", 1)
+    g.group("3 · Skeleton and keypoints", 2)
+    g.group("4 · Save", 3)
 
 
 def blender(g) -> None:
+    g.note(
+        "Everything Sapiens2 sees, saved for Blender and 3D viewers.\n"
+        "1. Load your photo (a batch of video frames becomes a numbered sequence).\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. Queue. Save Capture Bundle writes EXR + JSON into ComfyUI/output/sapiens2/ (needs the 'openexr'\n"
+        "   package); open the .json in Blender: File > Import > Sapiens2 Capture (.json).\n"
+        "4. Export Mesh writes a GLB you can preview in ComfyUI's Preview 3D or open anywhere."
+    )
     image = g.node("LoadImage", image=IMAGE)
     seg_model = loader(g, "seg", "Load Sapiens2 seg")
     pose_model = loader(g, "pose", "Load Sapiens2 pose")
@@ -144,6 +207,11 @@ def blender(g) -> None:
         filename_prefix="sapiens2/mesh",
     )  # fmt: skip
     g.node("SaveImage", title="Save depth preview", images=pointmap.out(1), filename_prefix="sapiens2/depth")
+    g.group("1 · Photo and models", 0)
+    g.group("2 · Segment and pose", 1)
+    g.group("3 · Normals and depth", 2)
+    g.group("4 · Export", 3)
+    g.group("5 · Bundle path", 4)
 
 
 WORKFLOWS = {

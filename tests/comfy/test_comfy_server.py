@@ -144,11 +144,35 @@ def test_ui_workflow_nodes_exist_and_links_type_check(name, object_info, builder
     ui = comfy_harness.load_json(comfy_harness.WORKFLOWS / f"{name}.json")
     assert builder.check_ui_links(ui, object_info) == []
     api = comfy_harness.load_json(comfy_harness.API_WORKFLOWS / f"{name}.json")
-    assert {str(n["id"]): n["type"] for n in ui["nodes"]} == {k: v["class_type"] for k, v in api.items()}
-    for node in ui["nodes"]:  # every link of the API twin is a link of the UI file
+    executed = [n for n in ui["nodes"] if n["type"] not in builder.UI_ONLY_NODES]
+    assert {str(n["id"]): n["type"] for n in executed} == {k: v["class_type"] for k, v in api.items()}
+    for node in executed:  # every link of the API twin is a link of the UI file
         api_links = {k for k, v in api[str(node["id"])]["inputs"].items() if isinstance(v, list)}
         ui_links = {i["name"] for i in node["inputs"] if i.get("link") is not None}
         assert api_links == ui_links, (name, node["type"])
+
+
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_workflows_explain_themselves_and_loaders_download_their_task(name, comfy_harness):
+    ui = comfy_harness.load_json(comfy_harness.WORKFLOWS / f"{name}.json")
+    notes = [n for n in ui["nodes"] if n["type"] in ("Note", "MarkdownNote")]
+    assert notes and all(len(n["widgets_values"][0]) > 200 for n in notes), "a note must say how to use it"
+    assert "models/sapiens2" in notes[0]["widgets_values"][0]
+    groups = ui["groups"]
+    assert groups and all(g["title"] for g in groups)
+
+    def inside(node: dict, group: dict) -> bool:
+        x, y, w, h = group["bounding"]
+        (nx, ny), (nw, nh) = node["pos"], node["size"]
+        return x <= nx and y <= ny - 30 and nx + nw <= x + w and ny + nh <= y + h
+
+    for node in ui["nodes"]:  # every node sits in exactly one group
+        if node["type"] not in ("Note", "MarkdownNote"):
+            assert sum(inside(node, g) for g in groups) == 1, (node["id"], node["type"])
+    for node in ui["nodes"]:  # switching a loader to the download entry fetches the task it was set up for
+        if node["type"] == "Sapiens2ModelLoader":
+            checkpoint, task, size = node["widgets_values"][:3]
+            assert checkpoint == f"sapiens2_{size}_{task}.safetensors", node["widgets_values"]
 
 
 @pytest.mark.parametrize("name", WORKFLOW_NAMES)

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WIDGET_TYPES = {"INT", "FLOAT", "STRING", "BOOLEAN", "COMBO"}
+# Frontend-only (virtual) nodes: shown in the UI file, absent from /object_info and from the API prompt.
+UI_ONLY_NODES = {"Note", "MarkdownNote"}
+GROUP_COLORS = ("#3f789e", "#8a8", "#b58b2a", "#a1309b", "#88a")
 PACK_ID = "sapiens2-studio"
 PACK_VERSION = "0.1.0"
 
@@ -47,6 +50,7 @@ class Node:
     title: str | None = None
     column: int = 0
     links_out: dict[int, list[int]] = field(default_factory=dict)
+    text: str | None = None  # a Note's text
 
     def out(self, index: int) -> tuple[Node, int]:
         return (self, index)
@@ -56,22 +60,41 @@ class Graph:
     def __init__(self, object_info: dict) -> None:
         self.info = object_info
         self.nodes: list[Node] = []
+        self.groups: list[tuple[str, int]] = []  # (title, column): one framed group per column
 
-    def node(self, class_type: str, *, title: str | None = None, **inputs: Any) -> Node:
+    def node(
+        self, class_type: str, *, title: str | None = None, column: int | None = None, **inputs: Any
+    ) -> Node:
         if class_type not in self.info:
             raise KeyError(f"node type {class_type} is not known to the server")
         info = self.info[class_type]
         for name in inputs:
             input_spec(info, name)  # raises for a typo
-        column = 1 + max((v[0].column for v in inputs.values() if isinstance(v, tuple)), default=-1)
-        node = Node(len(self.nodes) + 1, class_type, inputs, title, column)
+        earliest = 1 + max((v[0].column for v in inputs.values() if isinstance(v, tuple)), default=-1)
+        if column is not None and column < earliest - 1:  # same column as a source: placed below it
+            raise ValueError(
+                f"{class_type} cannot sit left of the nodes it reads from (column {earliest - 1})"
+            )
+        node = Node(len(self.nodes) + 1, class_type, inputs, title, earliest if column is None else column)
         self.nodes.append(node)
         return node
+
+    def note(self, text: str, *, title: str = "How to use", column: int = 0) -> Node:
+        """A UI-only Note (how to use the workflow); it never reaches the API prompt."""
+        node = Node(len(self.nodes) + 1, "Note", {}, title, column, text=text)
+        self.nodes.append(node)
+        return node
+
+    def group(self, title: str, column: int) -> None:
+        """Frame every node of ``column`` in a titled group (columns never overlap, so neither do groups)."""
+        self.groups.append((title, column))
 
     # ----------------------------------------------------------------------------------------------- API format
     def to_api(self) -> dict[str, Any]:
         prompt = {}
         for n in self.nodes:
+            if n.class_type in UI_ONLY_NODES:
+                continue
             info = self.info[n.class_type]
             inputs = {}
             for name in input_order(info):
@@ -100,6 +123,12 @@ class Graph:
         order = sorted(self.nodes, key=lambda n: (n.column, n.id))
         pending = []
         for k, n in enumerate(order):
+            if n.class_type in UI_ONLY_NODES:
+                x, y = 40 + n.column * 380, rows.get(n.column, 40.0)
+                height = _note_height(n.text or "")
+                rows[n.column] = y + height + 50
+                ui_nodes.append(_note_node(n, k, x, y, height))
+                continue
             info = self.info[n.class_type]
             ui_inputs, widgets = [], []
             for name in input_order(info):
@@ -168,11 +197,58 @@ class Graph:
             "last_link_id": len(links),
             "nodes": ui_nodes,
             "links": links,
-            "groups": [],
+            "groups": self._ui_groups(ui_nodes),
             "config": {},
             "extra": {"ds": {"scale": 0.8, "offset": [0, 0]}},
             "version": 0.4,
         }
+
+    def _ui_groups(self, ui_nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        column_of = {n.id: n.column for n in self.nodes}
+        groups = []
+        for i, (title, column) in enumerate(self.groups):
+            members = [u for u in ui_nodes if column_of[u["id"]] == column]
+            if not members:
+                raise ValueError(f"group {title!r}: column {column} holds no nodes")
+            top = min(u["pos"][1] for u in members) - 30 - 40  # node title bar, then the group's header
+            bottom = max(u["pos"][1] + u["size"][1] for u in members) + 20
+            left = 40 + column * 380 - 15
+            groups.append(
+                {
+                    "id": i + 1,
+                    "title": title,
+                    "bounding": [left, top, 370, bottom - top],
+                    "color": GROUP_COLORS[i % len(GROUP_COLORS)],
+                    "font_size": 24,
+                    "flags": {},
+                }
+            )
+        return groups
+
+
+def _note_height(text: str, chars_per_line: int = 44, line_height: float = 15.0) -> float:
+    """Height that shows the whole text in a 340-px-wide Note (the frontend wraps long lines)."""
+    lines = sum(max(1, -(-len(line) // chars_per_line)) for line in text.split("\n"))
+    return 40 + line_height * lines
+
+
+def _note_node(n: Node, order: int, x: float, y: float, height: float) -> dict[str, Any]:
+    return {
+        "id": n.id,
+        "type": n.class_type,
+        "pos": [x, y],
+        "size": [340, height],
+        "flags": {},
+        "order": order,
+        "mode": 0,
+        "inputs": [],
+        "outputs": [],
+        "properties": {},
+        "widgets_values": [n.text or ""],
+        "color": "#432",
+        "bgcolor": "#653",
+        **({"title": n.title} if n.title else {}),
+    }
 
 
 def _default(type_: Any, options: dict) -> Any:
@@ -186,7 +262,7 @@ def check_ui_links(workflow: dict, object_info: dict) -> list[str]:
     problems = []
     nodes = {n["id"]: n for n in workflow["nodes"]}
     for n in workflow["nodes"]:
-        if n["type"] not in object_info:
+        if n["type"] not in object_info and n["type"] not in UI_ONLY_NODES:
             problems.append(f"node #{n['id']}: type {n['type']} is not registered")
     for link_id, src, src_slot, dst, dst_slot, type_ in workflow["links"]:
         a, b = nodes.get(src), nodes.get(dst)
