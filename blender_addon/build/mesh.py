@@ -106,17 +106,25 @@ def build_mesh_data(
     return mesh
 
 
-def create_mesh_object(
-    name: str, capture: Capture, options: ImportOptions, collection, created: CreatedData
-) -> bpy.types.Object:
-    """The capture's surface as a grid mesh object with a material showing the chosen colours."""
-    grid = capture_grid(capture, options, faces=True)
+def _grid_object(
+    name: str, capture: Capture, options: ImportOptions, collection, created: CreatedData, faces: bool
+) -> tuple[bpy.types.Object, GridMesh, str | None]:
+    """Object with the capture's grid mesh (quads or bare vertices); also the grid and the active colour name."""
+    grid = capture_grid(capture, options, faces=faces)
     mesh = build_mesh_data(name, capture, grid, options, created)
     obj = created.add("objects", bpy.data.objects.new(name, mesh))
     collection.objects.link(obj)
     active = mesh.color_attributes.active_color_name if len(mesh.color_attributes) else None
+    return obj, grid, active
+
+
+def create_mesh_object(
+    name: str, capture: Capture, options: ImportOptions, collection, created: CreatedData
+) -> bpy.types.Object:
+    """The capture's surface as a grid mesh object with a material showing the chosen colours."""
+    obj, _, active = _grid_object(name, capture, options, collection, created, faces=True)
     if active and options.color_source != "NONE":
-        mesh.materials.append(attribute_material(f"{name} ({active})", active, created))
+        obj.data.materials.append(attribute_material(f"{name} ({active})", active, created))
     return obj
 
 
@@ -124,16 +132,12 @@ def create_points_object(
     name: str, capture: Capture, options: ImportOptions, collection, created: CreatedData
 ) -> bpy.types.Object:
     """Every kept pixel as a vertex, shown as points through a Geometry Nodes modifier."""
-    grid = capture_grid(capture, options, faces=False)
-    mesh = build_mesh_data(name, capture, grid, options, created)
-    obj = created.add("objects", bpy.data.objects.new(name, mesh))
-    collection.objects.link(obj)
+    obj, grid, active = _grid_object(name, capture, options, collection, created, faces=False)
     depth = (
         float(np.median(capture.layers.sample("P", grid.rows, grid.cols)[:, 2])) if grid.num_vertices else 1.0
     )
     # Half the spacing between neighbouring samples, so points just touch.
     radius = 0.5 * depth / capture.camera.fx * options.mesh_stride * options.global_scale
-    active = mesh.color_attributes.active_color_name if len(mesh.color_attributes) else None
     material = attribute_material(f"{name} ({active})", active, created) if active else None
     modifier = obj.modifiers.new("Sapiens2 Points", "NODES")
     modifier.node_group = points_node_group(f"{name} points", radius, material, created)
