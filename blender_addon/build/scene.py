@@ -36,7 +36,7 @@ class ImportResult:
     warnings: list[str] = field(default_factory=list)
 
 
-def _metadata(capture: Capture, frames: int = 1, fps: float | None = None) -> dict:
+def _metadata(capture: Capture, frames: int = 1, fps: float | None = None, people: int | None = None) -> dict:
     """Flat, ID-property-safe summary shown by the N-panel."""
     meta = capture.metadata
     cam = capture.camera
@@ -52,7 +52,7 @@ def _metadata(capture: Capture, frames: int = 1, fps: float | None = None) -> di
         "cx": cam.cx,
         "cy": cam.cy,
         "camera_source": cam.source,
-        "people": len(capture.people),
+        "people": len(capture.people) if people is None else people,
         "layers": ", ".join(meta.get("layers") or sorted(capture.layers)),
         "models": json.dumps(models),
         "frames": frames,
@@ -189,7 +189,8 @@ def import_sequence(
     scene.render.fps = max(1, round(sequence.fps))
     scene.render.fps_base = scene.render.fps / sequence.fps
     collection = _new_collection(context, f"Sapiens2 {sequence.name}", created)
-    collection["sapiens2"] = _metadata(first, frames=len(frames), fps=sequence.fps)
+    people = len({p.identity for c in sequence.frames for p in c.people})
+    collection["sapiens2"] = _metadata(first, frames=len(frames), fps=sequence.fps, people=people)
     made = []
     if options.import_camera:
         camera = create_camera(

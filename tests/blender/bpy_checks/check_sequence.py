@@ -142,6 +142,7 @@ def test_people_follow_their_track_id_and_hide_when_absent(bpy_empty, bundles, r
     }
     armatures = sorted(o.name for o in bpy.data.objects if o.type == "ARMATURE")
     assert armatures == ["tracked person 3", "tracked person 7"]
+    assert bpy.data.collections["Sapiens2 tracked"]["sapiens2"]["people"] == 2  # the N-panel's count
     frames = [read_json(bundles / f"tracked_{t:04d}.json") for t in range(1, 6)]
     nose = frames[0]["keypoint_names"].index("nose")
     for track in (3, 7):
