@@ -117,11 +117,14 @@ class ComfyRuntime(Runtime):
         self._mm = mm
         self._node_id = node_id
         self._bar: Any = None
+        self._patcher: Any = None
+        self._evicted = False
 
     def activate(self, loaded: LoadedModel) -> Any:
         if loaded.patcher is None:
             return super().activate(loaded)
         self._mm.load_models_gpu([loaded.patcher], force_full_load=True)
+        self._patcher = loaded.patcher
         return loaded.patcher.model.inner
 
     def progress(self, done: int, total: int) -> None:
@@ -135,4 +138,10 @@ class ComfyRuntime(Runtime):
         self._mm.throw_exception_if_processing_interrupted()
 
     def free_cache(self) -> None:
+        """After an out-of-memory error: the first time, ask ComfyUI to evict every other model it holds on this
+        device (a diffusion model of the same workflow, say), keeping ours; then return cached memory."""
+        if self._patcher is not None and not self._evicted:
+            self._evicted = True
+            keep = [m for m in self._mm.current_loaded_models if m.model is self._patcher]
+            self._mm.free_memory(float("inf"), self.device, keep_loaded=keep)
         self._mm.soft_empty_cache()

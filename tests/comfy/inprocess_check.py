@@ -79,6 +79,29 @@ def main() -> None:
         out["interrupted"] = True
     mm.interrupt_current_processing(False)
 
+    # Out of memory next to another model (e.g. a diffusion model of the same workflow): the pack asks ComfyUI
+    # to evict the other models before it shrinks the chunk, and keeps its own model loaded.
+    from sapiens2_pack.comfy_nodes.comfy_host import ComfyRuntime
+    from sapiens2_pack.comfy_nodes.runtime import run_chunked
+
+    write_synthetic_checkpoint(os.path.join(models, "tiny_pose.safetensors"), task="pose")
+    other, _ = loader.execute("tiny_pose.safetensors", "pose", "1b", "auto", "auto", False).args
+    mm.load_models_gpu([other.patcher])
+    runtime = ComfyRuntime("7")
+    runtime.activate(loaded)
+    failures = [torch.OutOfMemoryError("CUDA out of memory (simulated)")]
+
+    def work(start, stop):
+        if failures:
+            raise failures.pop()
+        return list(range(start, stop))
+
+    run_chunked(2, 2, work, runtime)
+    out["after_oom"] = {
+        "other_loaded": any(m.model is other.patcher for m in mm.current_loaded_models),
+        "own_loaded": any(m.model is loaded.patcher for m in mm.current_loaded_models),
+    }
+
     mm.unload_all_models()
     out["patcher_loaded_after_unload"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)
     print(json.dumps(out))

@@ -35,3 +35,4 @@ def test_pack_inside_comfyui_process(comfy_paths, tmp_path):
     # Chunks of 2 over 3 images: progress 0/3, 2/3, 3/3 reported through ComfyUI's ProgressBar hook.
     assert out["progress"] == [[0, 3], [2, 3], [3, 3]]
     assert out["interrupted"] is True
+    assert out["after_oom"] == {"other_loaded": False, "own_loaded": True}
