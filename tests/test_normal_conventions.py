@@ -37,7 +37,10 @@ def test_known_directions():
     assert cv.opencv_to_directx(up).tolist() == [0.0, -1.0, 0.0]  # DirectX keeps y down …
     assert cv.opencv_to_directx(facing_camera).tolist() == [0.0, 0.0, 1.0]  # … with z toward the viewer
     assert cv.opencv_to_controlnet(facing_camera).tolist() == [0.5, 0.5, 1.0]  # ControlNet's lilac
-    assert cv.opencv_to_controlnet(torch.tensor([1.0, 0.0, 0.0])).tolist() == [1.0, 0.5, 0.5]
+    # ControlNet/BAE: R = left, G = up (normalbae's training colours), so image-right is dark red, image-up green
+    assert cv.opencv_to_controlnet(torch.tensor([1.0, 0.0, 0.0])).tolist() == [0.0, 0.5, 0.5]
+    assert cv.opencv_to_controlnet(torch.tensor([-1.0, 0.0, 0.0])).tolist() == [1.0, 0.5, 0.5]
+    assert cv.opencv_to_controlnet(torch.tensor([0.0, -1.0, 0.0])).tolist() == [0.5, 1.0, 0.5]
 
 
 def test_convert_normals_generic_and_flips():

@@ -6,9 +6,12 @@ Frames (all camera-space, unit vectors, channel order x, y, z):
 - OpenGL / Blender camera: x right, y up, z toward the viewer — OpenCV rotated 180° about x: (x, −y, −z).
   A surface facing the camera has n ≈ (0, 0, +1).
 - DirectX (left-handed, y down in normal-map textures): x right, y down, z toward the viewer: (x, y, −z).
-- ControlNet / BAE colour: the OpenGL-frame vector mapped to RGB as ((n + 1) / 2) with R = x, G = y, B = z,
-  i.e. a camera-facing surface is (0.5, 0.5, 1.0) — the lilac of ControlNet normal maps. (BAE/ScanNet maps
-  flip x relative to some renderers; use `flip_axes` for such consumers.)
+- ControlNet / BAE colour (what `control_v11p_sd15_normalbae` was trained on): R = left, G = up, B = toward
+  the viewer, i.e. the OpenGL-frame vector with x negated, (−x, y, z), mapped to RGB as (n + 1) / 2. A
+  camera-facing surface is (0.5, 0.5, 1.0) — the lilac of ControlNet normal maps — and a surface facing image
+  right is dark in R. (ControlNet 1.0's MiDaS normals, Sobel of inverse depth, have the same orientation;
+  tools that render normalbae conditioning from Blender view normals write 1 − R for the same reason.) For
+  a consumer that wants R = right, use `normals_to_rgb(n, "opengl")`.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ _SIGNS: dict[str, tuple[float, float, float]] = {
     "blender": (1.0, -1.0, -1.0),
     "directx": (1.0, 1.0, -1.0),
 }
+_CONTROLNET_SIGNS = (-1.0, -1.0, -1.0)  # OpenCV → (−x, y, z) of the OpenGL frame: R left, G up, B to viewer
 
 
 def _scale(n: Array, signs: tuple[float, float, float]) -> Array:
@@ -61,14 +65,14 @@ def directx_to_opencv(n: Array) -> Array:
 
 
 def opencv_to_controlnet(n: Array) -> Array:
-    """OpenCV-frame unit normals → ControlNet/BAE RGB in [0, 1] (OpenGL frame, (n + 1) / 2)."""
-    rgb = (opencv_to_opengl(n) + 1.0) * 0.5
+    """OpenCV-frame unit normals → ControlNet/BAE RGB in [0, 1]: (R, G, B) = ((−x, y, z)_OpenGL + 1) / 2."""
+    rgb = (_scale(n, _CONTROLNET_SIGNS) + 1.0) * 0.5
     return rgb.clamp(0.0, 1.0) if isinstance(rgb, torch.Tensor) else np.clip(rgb, 0.0, 1.0)
 
 
 def controlnet_to_opencv(rgb: Array) -> Array:
     """ControlNet/BAE RGB in [0, 1] → OpenCV-frame normals (re-normalised; 8-bit maps are not exactly unit)."""
-    n = opengl_to_opencv(rgb * 2.0 - 1.0)
+    n = _scale(rgb * 2.0 - 1.0, _CONTROLNET_SIGNS)
     if isinstance(n, torch.Tensor):
         return n / n.norm(dim=-1, keepdim=True).clamp(min=1e-8)
     return n / np.maximum(np.linalg.norm(n, axis=-1, keepdims=True), 1e-8)
