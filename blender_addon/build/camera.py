@@ -64,11 +64,13 @@ def background_image(capture: Capture, created: CreatedData) -> bpy.types.Image 
 
 
 def add_plate(cam: bpy.types.Camera, image: bpy.types.Image):
-    """Show ``image`` behind the camera view, fitted to the frame."""
+    """Show ``image`` behind the camera view, filling the frame exactly."""
     plate = cam.background_images.new()
     plate.image = image
     plate.alpha = 1.0
-    plate.frame_method = "FIT"
+    # STRETCH, not FIT: with non-square pixels (fx != fy) the camera frame is W*aspect_x : H*aspect_y while the
+    # image is W : H, and FIT would letterbox the plate off the pixels it belongs to.
+    plate.frame_method = "STRETCH"
     cam.show_background_images = True
     return plate
 

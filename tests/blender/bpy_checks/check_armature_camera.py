@@ -163,15 +163,25 @@ def test_camera_intrinsics_reproject_exactly(
 
     meta = read_json(bundles / "tiny.json")
     meta.update(
-        name="cam", exr=None, layers=[], people=[], image={"width": width, "height": height, "source": None}
+        name="cam",
+        exr=None,
+        layers=[],
+        people=[],
+        image={"width": width, "height": height, "source": "cam.png"},
     )
     meta["camera"].update(fx=fx, fy=fy, cx=cx, cy=cy)
     path = tmp_path / "cam.json"
     path.write_text(json.dumps(meta), encoding="utf-8")
     bpy = bpy_empty
+    photo = bpy.data.images.new("photo", width, height)
+    photo.filepath_raw = str(tmp_path / "cam.png")
+    photo.file_format = "PNG"
+    photo.save()
     import_bundle(bpy, path)
     camera = bpy.data.objects["cam camera"]
     assert camera.data.sensor_fit == ("HORIZONTAL" if width > height else "VERTICAL")
+    # The plate must fill the camera frame exactly, also when pixels are not square (FIT would letterbox it).
+    assert [p.frame_method for p in camera.data.background_images] == ["STRETCH"]
     pixels = np.array([[0.5, 0.5], [width - 0.5, height - 0.5], [cx, cy], [17.25, 101.75]])
     depth = np.array([1.0, 2.0, 3.0, 7.5])
     xyz = np.stack([(pixels[:, 0] - cx) / fx * depth, (pixels[:, 1] - cy) / fy * depth, depth], axis=1)
