@@ -96,7 +96,7 @@ def _install_fake_network(
             raise fail
         return reported_sha
 
-    def fetch(_hub, ref, dest_dir: Path) -> Path:
+    def fetch(_hub, ref, dest_dir: Path, force: bool = False) -> Path:
         out = dest_dir / ref.filename
         out.write_bytes(payload)
         return out
@@ -160,3 +160,32 @@ def test_verify_and_cache_on_local_file(tmp_path: Path) -> None:
     assert hub.file_sha256(file, tmp_path) == digest
     file.write_bytes(b"changed")  # size changes -> cache miss -> re-hash
     assert hub.file_sha256(file, tmp_path) == hashlib.sha256(b"changed").hexdigest()
+
+
+def test_file_gets_its_final_name_only_after_verification(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopping while the (minute-long) hash runs must not leave an unverified file where it would be used."""
+    _install_fake_network(monkeypatch, b"weights", hashlib.sha256(b"weights").hexdigest())
+
+    def interrupted(path, expected):
+        assert not (tmp_path / "pose" / "sapiens2_1b_pose.safetensors").exists()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(hub, "verify_sha256", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        hub.download_checkpoint("pose", "1b", tmp_path)
+    assert hub.find_checkpoint("pose", "1b", tmp_path) is None
+
+
+def test_force_download_reaches_the_hub_client(tmp_path: Path) -> None:
+    calls = []
+
+    class Client:
+        def hf_hub_download(self, repo_id, filename, local_dir, force_download):
+            calls.append((repo_id, filename, force_download))
+            return str(Path(local_dir) / filename)
+
+    ref = hub.checkpoint_ref("seg", "1b")
+    hub._fetch_file(Client(), ref, tmp_path, force=True)
+    assert calls == [("facebook/sapiens2-seg-1b", "sapiens2_1b_seg.safetensors", True)]

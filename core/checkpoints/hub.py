@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -216,15 +215,20 @@ def _remote_sha256(hub: Any, ref: CheckpointRef) -> str | None:
     return None
 
 
-def _fetch_file(hub: Any, ref: CheckpointRef, dest_dir: Path) -> Path:
+def _fetch_file(hub: Any, ref: CheckpointRef, dest_dir: Path, force: bool = False) -> Path:
     """Download into `dest_dir` (resumable; huggingface_hub shows its own progress bar)."""
-    return Path(hub.hf_hub_download(ref.repo_id, ref.filename, local_dir=str(dest_dir)))
+    return Path(hub.hf_hub_download(ref.repo_id, ref.filename, local_dir=str(dest_dir), force_download=force))
 
 
 def download_checkpoint(
     task: str, size: str, home: str | os.PathLike[str] | None = None, *, force: bool = False
 ) -> Path:
-    """Download the official file to `<home>/<task>/<file>` and verify its sha256; returns the path."""
+    """Download the official file to `<home>/<task>/<file>` and verify its sha256; returns the path.
+
+    The file is downloaded and verified in `<home>/<task>/.download/` and only then moved to its final name, so
+    a file at the final name has always been verified, even if the process was stopped while hashing (which
+    takes a minute for the large models); an interrupted download resumes from the staging folder.
+    """
     ref = checkpoint_ref(task, size, home)
     dest = local_checkpoint_path(task, size, home)
     if dest.is_file() and not force:
@@ -236,17 +240,16 @@ def download_checkpoint(
             "downloading needs the optional 'huggingface_hub' package (pip install \"sapiens2-studio[hub]\"). "
             + manual_download_hint(ref, home)
         ) from None
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = dest.parent / ".download"
+    staging.mkdir(parents=True, exist_ok=True)
     try:
         expected = _remote_sha256(hub, ref)
-        fetched = _fetch_file(hub, ref, dest.parent)
+        fetched = _fetch_file(hub, ref, staging, force)
     except Exception as exc:  # offline, gated repo, HTTP errors: all end the same way for the user
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         raise HubError(
             f"could not download {ref.filename} ({reason}). " + manual_download_hint(ref, home)
         ) from exc
-    if fetched.resolve() != dest.resolve():
-        shutil.move(str(fetched), dest)
     pinned = PINNED_SHA256.get(ref.filename)
     try:
         if expected is None and pinned is None:
@@ -254,15 +257,16 @@ def download_checkpoint(
                 f"the Hub did not report a sha256 for {ref.filename}, so the download cannot be verified. "
                 + manual_download_hint(ref, home)
             )
-        digest = verify_sha256(dest, expected or pinned or "")
+        digest = verify_sha256(fetched, expected or pinned or "")
         if pinned is not None and digest != pinned.lower():
             raise HubError(
-                f"{dest}: sha256 {digest} matches the Hub but not the pinned value {pinned}; the Hub file changed. "
-                "Update sapiens2-studio or report this."
+                f"{ref.filename}: sha256 {digest} matches the Hub but not the pinned value {pinned}; the Hub "
+                "file changed. Update sapiens2-studio or report this."
             )
     except HubError:
-        dest.unlink(missing_ok=True)
+        fetched.unlink(missing_ok=True)
         raise
+    os.replace(fetched, dest)  # same folder tree: atomic; only verified files ever get the final name
     _remember_hash(dest, digest, home)
     return dest
 
