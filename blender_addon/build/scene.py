@@ -16,6 +16,7 @@ import numpy as np
 
 from ..parse.axes import convert_normals, convert_points
 from ..parse.bundle import Capture, Sequence, load_layers, read_any
+from ..parse.errors import BundleError, NotACaptureError
 from ..parse.layers import Layers
 from ..parse.options import ImportOptions
 from ..parse.poses import fill_gaps, pose_channels, smooth_tracks
@@ -315,6 +316,35 @@ def _restore_scene_settings(scene, settings: dict[tuple[str, str], object]) -> N
             setattr(getattr(scene, owner) if owner else scene, name, value)
 
 
+def _read_selection(paths: list[Path], warnings: list[str]) -> list[Capture | Sequence]:
+    """Parse every selected file. With several selected (e.g. *Select All* in a CLI output folder), other JSONs
+    (``.keypoints.json``, ``.openpose.json``) and frames that a selected sequence already holds are skipped
+    with a warning instead of failing the batch or importing those frames twice."""
+    parsed: list[Capture | Sequence] = []
+    others: list[str] = []
+    for path in paths:
+        try:
+            parsed.append(read_any(path, read_pixels=False))
+        except NotACaptureError:
+            if len(paths) == 1:
+                raise
+            others.append(path.name)
+    if not parsed:
+        raise BundleError(
+            f"None of the {len(paths)} selected files is a Sapiens2 capture ({', '.join(others[:3])}, …). "
+            "Pick the bundles' <name>.json or <name>.sequence.json files."
+        )
+    if others:
+        warnings.append(
+            f"Skipped {len(others)} file(s) that are not capture bundles: {', '.join(others[:5])}"
+        )
+    in_sequences = {c.json_path.resolve() for s in parsed if isinstance(s, Sequence) for c in s.frames}
+    frames = [c for c in parsed if isinstance(c, Capture) and c.json_path.resolve() in in_sequences]
+    if frames:
+        warnings.append(f"Skipped {len(frames)} frame file(s) already imported through their .sequence.json.")
+    return [item for item in parsed if not any(item is c for c in frames)]
+
+
 def import_files(
     context, paths: list[Path | str], options: ImportOptions, progress: Progress | None = None
 ) -> ImportResult:
@@ -322,9 +352,9 @@ def import_files(
     failure while building removes everything this call created, so the scene is never left half-imported."""
     options.validate()
     report = progress or (lambda fraction, stage: None)
-    parsed = [read_any(Path(p), read_pixels=False) for p in paths]  # raises BundleError on any bad file
-    created = CreatedData()
     result = ImportResult()
+    parsed = _read_selection([Path(p) for p in paths], result.warnings)  # raises BundleError on any bad file
+    created = CreatedData()
     scene_settings = _scene_settings(context.scene)
     try:
         for i, item in enumerate(parsed):

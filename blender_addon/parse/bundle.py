@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BundleError
+from .errors import BundleError, NotACaptureError
 from .exr import read_exr_channels
 from .layers import Layers
 
@@ -301,6 +301,12 @@ def read_any(
     """Read a frame or a sequence, chosen by the file's ``format`` field."""
     path = Path(path)
     data = _load_json(path)
-    if data.get("format") == SEQUENCE_FORMAT:
+    fmt = data.get("format")
+    if fmt == SEQUENCE_FORMAT:
         return read_sequence(path, read_pixels=read_pixels, exr_backend=exr_backend)
+    if fmt != FRAME_FORMAT:
+        raise NotACaptureError(
+            f"{path.name} is not a Sapiens2 capture (format is {fmt!r}). Pick the bundle's <name>.json or "
+            "<name>.sequence.json, not the .keypoints.json / .openpose.json files written beside it."
+        )
     return read_capture(path, read_pixels=read_pixels, exr_backend=exr_backend)
