@@ -171,3 +171,33 @@ def test_pose_on_one_pixel_wide_or_high_images(models):
         x1, y1, x2, y2 = person.bbox
         assert 0 <= x1 < x2 <= image.shape[1] and 0 <= y1 < y2 <= image.shape[0]
         assert person.bbox_source == "image" and np.isfinite(person.keypoints).all()
+
+
+def test_pose_with_a_seg_model_segments_chunk_by_chunk(models):
+    """A seg *model* runs per chunk of images (a long batch never holds every label map) and gives the same
+    people as precomputed seg results; works with a ComfyUI (B, H, W, 3) tensor."""
+    seg_model, seen = models["seg"], []
+
+    class Counting:  # the real seg model, recording how many images each forward pass gets
+        task, device, dtype = seg_model.task, seg_model.device, seg_model.dtype
+
+        def __call__(self, x):
+            seen.append(("seg", int(x.shape[0])))
+            return seg_model(x)
+
+    batch = torch.rand(3, 40, 30, 3, generator=torch.Generator().manual_seed(5))
+    chunked = predict_pose(
+        models["pose"],
+        batch,
+        seg=Counting(),
+        flip_test=False,
+        batch_size=2,
+        progress=lambda done, total: seen.append(("pose", done)),
+    )
+    assert seen == [("seg", 2), ("pose", 2), ("seg", 1), ("pose", 3)]  # interleaved, not all seg first
+    full = predict_pose(
+        models["pose"], batch, seg=predict_seg(seg_model, batch), flip_test=False, batch_size=2
+    )
+    for a, b in zip(chunked, full):
+        assert [p.bbox for p in a.people] == [p.bbox for p in b.people]
+        assert all(np.array_equal(p.keypoints, q.keypoints) for p, q in zip(a.people, b.people))

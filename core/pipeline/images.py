@@ -161,6 +161,10 @@ class ImageSource:
     def __len__(self) -> int:
         return int(self._batch.shape[0]) if self._batch is not None else len(self._items)
 
+    def subset(self, start: int, stop: int) -> Any:
+        """Images `start:stop` in a form `ImageSource` (and so every predictor) accepts, without copying."""
+        return self._batch[start:stop] if self._batch is not None else list(self._items[start:stop])
+
     def _tensor_item(self, i: int, device: torch.device) -> PreparedImage:
         assert self._batch is not None
         item = self._batch[i]

@@ -231,7 +231,7 @@ def predict_pose(
     """Top-down 308-keypoint pose.
 
     boxes: per image, a list of person boxes (x1, y1, x2, y2 corner-origin pixels, or {x, y, width, height});
-        None/empty for an image → boxes from `seg` if given (a list of SegResult, or a seg model to run),
+        None/empty for an image → boxes from `seg` if given (a list of SegResult, or a seg model, run chunk by chunk),
         else the whole image. `if_no_person` ("image" | "empty" | "error") applies when seg finds nobody.
     batch_size: person crops per forward pass (the flip test doubles the pass to 2× batch_size inputs).
     """
@@ -240,8 +240,10 @@ def predict_pose(
     total = len(source)
     if boxes is not None and len(boxes) != total:
         raise ValueError(f"got box lists for {len(boxes)} images but {total} images; pass one list per image")
+    seg_model = None
     if seg is not None and not isinstance(seg, (list, tuple)):
-        seg = predict_seg(seg, images, batch_size=batch_size, alpha=alpha, should_stop=should_stop)
+        seg_model, seg = seg, None  # run per chunk below: a long batch never holds every label map at once
+        _check_task(seg_model, "seg")
     if seg is not None and len(seg) != total:
         raise ValueError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
     flips = flip_indices()
@@ -249,9 +251,21 @@ def predict_pose(
     for chunk in _chunks(total, batch_size):
         plans = []  # (image index, box (corner), source, PoseCrop)
         chunk_results: dict[int, PoseResult] = {}
+        chunk_seg: dict[int, Any] = {}
+        if seg_model is not None:
+            segs = predict_seg(
+                seg_model,
+                source.subset(chunk.start, chunk.stop),
+                batch_size=batch_size,
+                alpha=alpha,
+                should_stop=should_stop,
+            )
+            chunk_seg = dict(zip(chunk, segs))
+        elif seg is not None:
+            chunk_seg = {i: seg[i] for i in chunk}
         for i in chunk:
             size = source.size(i)
-            labels = seg[i].labels if seg is not None else None
+            labels = chunk_seg[i].labels if i in chunk_seg else None
             chosen, box_source, notes = boxes_for_image(
                 size,
                 None if boxes is None else boxes[i],
