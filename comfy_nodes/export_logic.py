@@ -16,7 +16,7 @@ import torch
 from ..core.formats import bundle as bundle_format
 from ..core.formats import mesh as mesh_format
 from ..core.formats.exr import ExrError, require_openexr
-from .imaging import check_image, check_mask, check_same_size
+from .imaging import check_batch_count, check_image, check_mask, check_same_size
 from .loader_logic import checkpoint_sha256
 from .runtime import Runtime
 from .types import TaskBatch, require_batch
@@ -175,11 +175,12 @@ def export_meshes(
                 f"{MESH_NODE}: the image is {rgb.shape[2]}x{rgb.shape[1]} but the pointmap is {w}x{h}; use the image "
                 "the pointmap was computed from"
             )
-    if mask is not None:
-        reference = rgb if rgb is not None else torch.zeros(count, h, w, 3)
-        mask = check_mask(mask, reference, MESH_NODE)
+        check_batch_count("image", rgb.shape[0], count, MESH_NODE, of="the pointmap batch")
+    if mask is not None:  # only the shape of the reference is read: an empty (count, h, w, 0) tensor
+        mask = check_mask(mask, torch.empty(count, h, w, 0), MESH_NODE, of="the pointmap batch")
     if normals is not None:
         normals = require_batch(normals, "normal", MESH_NODE, "normals")
+        check_batch_count("normals", len(normals), count, MESH_NODE, of="the pointmap batch")
         if tuple(normals.size) != (w, h):
             raise ValueError(
                 f"{MESH_NODE}: normals are {normals.size[0]}x{normals.size[1]}, pointmap {w}x{h}"

@@ -33,22 +33,28 @@ def check_image(image: torch.Tensor, node: str) -> torch.Tensor:
     return rgb.to(torch.float32)
 
 
-def match_batch(name: str, value: torch.Tensor, batch: int, node: str) -> torch.Tensor:
+def check_batch_count(name: str, count: int, batch: int, node: str, of: str = "the image batch") -> None:
+    """ComfyUI's convention: one entry serves every image, otherwise exactly one per image."""
+    if count not in (1, batch):
+        raise ValueError(
+            f"{node}: {name} has {count} entries but {of} has {batch}; give one {name} for all images or "
+            f"exactly one per image"
+        )
+
+
+def match_batch(
+    name: str, value: torch.Tensor, batch: int, node: str, of: str = "the image batch"
+) -> torch.Tensor:
     """Broadcast a batch of 1 to ``batch`` entries; any other mismatch is an error naming both sizes."""
-    if value.shape[0] == batch:
-        return value
-    if value.shape[0] == 1:
-        return value.expand(batch, *value.shape[1:])
-    raise ValueError(
-        f"{node}: {name} has {value.shape[0]} entries but the image batch has {batch}; give one {name} "
-        f"for all images or exactly one per image"
-    )
+    check_batch_count(name, value.shape[0], batch, node, of)
+    return value if value.shape[0] == batch else value.expand(batch, *value.shape[1:])
 
 
 def check_mask(
-    mask: torch.Tensor | None, image: torch.Tensor, node: str, name: str = "mask"
+    mask: torch.Tensor | None, image: torch.Tensor, node: str, name: str = "mask", of: str = "the image batch"
 ) -> torch.Tensor | None:
-    """Validate an optional MASK against an IMAGE batch: same H and W, batch 1 or B; returns (B, H, W) float."""
+    """Validate an optional MASK against an IMAGE batch (only its shape is read): same H and W, batch 1 or B;
+    returns (B, H, W) float."""
     if mask is None:
         return None
     if not isinstance(mask, torch.Tensor) or mask.ndim not in (2, 3):
@@ -61,7 +67,7 @@ def check_mask(
             f"{node}: {name} is {m.shape[2]}x{m.shape[1]} but the image is {w}x{h}; they must match (resize the "
             f"mask with an upscale node, or leave '{name}' unconnected)"
         )
-    return match_batch(name, m.to(torch.float32).clamp(0.0, 1.0), b, node)
+    return match_batch(name, m.to(torch.float32).clamp(0.0, 1.0), b, node, of)
 
 
 def check_same_size(name: str, value: torch.Tensor, image: torch.Tensor, node: str) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 
 from ..core.formats import keypoints as keypoint_formats
 from .draw_pose import blank_canvas, draw_308, draw_openpose_frame, to_float_image
-from .imaging import check_image
+from .imaging import check_batch_count, check_image
 from .types import TaskBatch, require_batch
 
 DRAW_NODE = "Sapiens2 Draw Pose"
@@ -57,7 +57,7 @@ def render(
     frames: list[np.ndarray] = []
     if pose is not None:
         pose = require_batch(pose, "pose", DRAW_NODE, "pose")
-        count = max(len(pose), 0 if background is None else background.shape[0])
+        count = _frame_count(len(pose), background, "the pose batch")
         for i in range(count):
             result = pose.results[min(i, len(pose) - 1)]
             w, h = result.image_size
@@ -70,7 +70,7 @@ def render(
             keypoints = [keypoints]
         if not isinstance(keypoints, list) or not keypoints:
             raise ValueError(f"{DRAW_NODE}: 'keypoints' holds no frames (empty POSE_KEYPOINT)")
-        count = max(len(keypoints), 0 if background is None else background.shape[0])
+        count = _frame_count(len(keypoints), background, "the keypoints batch")
         for i in range(count):
             frame = keypoints[min(i, len(keypoints) - 1)]
             w, h = _canvas_size(frame, background)
@@ -87,6 +87,14 @@ def render(
             f"{DRAW_NODE}: the frames have different sizes {sorted(sizes)}; cannot form one IMAGE"
         )
     return torch.from_numpy(np.stack(frames))
+
+
+def _frame_count(poses: int, background: np.ndarray | None, of: str) -> int:
+    """Frames to draw: a single pose or a single image is repeated, other counts must match."""
+    if background is None or poses == 1:
+        return poses if background is None else background.shape[0]
+    check_batch_count("image", background.shape[0], poses, DRAW_NODE, of=of)
+    return poses
 
 
 def _canvas_size(frame: dict[str, Any], background: np.ndarray | None) -> tuple[int, int]:

@@ -25,7 +25,7 @@ from ..core.shading.relight import (
 )
 from ..core.shading.sh import project_equirect
 from ..core.shading.shadows import gaussian_blur, shadow_visibility
-from .imaging import check_image, check_mask, check_same_size, parse_color
+from .imaging import check_batch_count, check_image, check_mask, check_same_size, parse_color
 from .runtime import Runtime
 from .types import TaskBatch, require_batch
 
@@ -116,8 +116,11 @@ def relight_batch(
     albedo = check_same_size("albedo", albedo, image, NODE) if albedo is not None else None
     background = check_same_size("background", background, image, NODE) if background is not None else None
     mask = check_mask(mask, image, NODE)
+    if environment is not None:
+        check_batch_count("environment", check_image(environment, NODE).shape[0], b, NODE)
     if pointmap is not None:
         pointmap = require_batch(pointmap, "pointmap", NODE, "pointmap")
+        check_batch_count("pointmap", len(pointmap), b, NODE)
     if not lights and environment is None and settings.ambient <= 0:
         raise ValueError(f"{NODE}: no light: connect 'lights', an 'environment' image, or raise 'ambient'")
     ambient_rgb = srgb_to_linear(torch.tensor(parse_color(settings.ambient_color, NODE))) * settings.ambient

@@ -514,3 +514,34 @@ def test_shadows_marched_on_a_coarser_grid_match_full_resolution():
     coarse = relight_logic.cast_shadows(points, light, (f, f, size / 2, size / 2), valid, max_side=size // 2)
     assert float((full < 0.5).sum()) > 100  # a real shadow
     assert float(((full > 0.5) != (coarse > 0.5)).float().mean()) < 0.03
+
+
+def test_batches_of_one_broadcast_and_other_mismatches_are_errors(tmp_path):
+    """ComfyUI convention: a batch of 1 serves every image; any other count must equal the image batch."""
+    kp = np.zeros((308, 3), dtype=np.float32)
+    pose3 = TaskBatch("pose", [PoseResult([PersonPose((0, 0, 8, 8), kp)], (8, 8))] * 3)
+    assert pose_logic.render(pose=pose3, image=torch.zeros(1, 8, 8, 3)).shape == (3, 8, 8, 3)
+    assert (
+        pose_logic.render(pose=TaskBatch("pose", pose3.results[:1]), image=torch.zeros(3, 8, 8, 3)).shape[0]
+        == 3
+    )
+    with pytest.raises(ValueError, match="image has 2 entries but the pose batch has 3"):
+        pose_logic.render(pose=pose3, image=torch.zeros(2, 8, 8, 3))
+    frame = {"people": [], "canvas_width": 8, "canvas_height": 8}
+    with pytest.raises(ValueError, match="image has 3 entries but the keypoints batch has 2"):
+        pose_logic.render(keypoints=[frame, frame], image=torch.zeros(3, 8, 8, 3))
+    normals, _ = sphere_batch(8)
+    lights = relight_logic.add_light(None, 0.0, 0.0, "#ffffff", 1.0)
+    with pytest.raises(ValueError, match="environment has 2 entries but the image batch has 3"):
+        relight_logic.relight_batch(
+            normals, torch.zeros(3, 8, 8, 3), lights=lights, environment=torch.ones(2, 8, 16, 3)
+        )
+    yy, xx = torch.meshgrid(torch.arange(8.0), torch.arange(8.0), indexing="ij")
+    points = torch.stack([xx, yy, torch.ones(8, 8)], -1)
+    pm = TaskBatch("pointmap", [PointmapResult(points + 10, 1.0, (10.0, 10.0, 4.0, 4.0))] * 3)
+    with pytest.raises(ValueError, match="image has 2 entries but the pointmap batch has 3"):
+        export_logic.export_meshes(pm, tmp_path, "m", image=torch.rand(2, 8, 8, 3), max_edge_ratio=10.0)
+    with pytest.raises(ValueError, match="mask has 2 entries but the pointmap batch has 3"):
+        export_logic.export_meshes(pm, tmp_path, "m", mask=torch.ones(2, 8, 8), max_edge_ratio=10.0)
+    paths = export_logic.export_meshes(pm, tmp_path, "m", image=torch.rand(1, 8, 8, 3), max_edge_ratio=10.0)
+    assert len(paths) == 3
