@@ -270,3 +270,23 @@ def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.M
     with pytest.raises(OSError, match="disk full"):
         write_bundle(tmp_path, "crash", _frame())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_no_nan_reaches_the_exr(tmp_path: Path) -> None:
+    """NaN in a float image, albedo, normals, points or mask is written as a finite value (NaN smears in Nuke)."""
+    h, w = 6, 5
+    image = np.full((h, w, 3), 0.5, np.float32)
+    image[0, 0] = np.nan
+    albedo = image.copy()
+    mask = np.ones((h, w), np.float32)
+    mask[1, 1] = np.nan
+    normals = np.zeros((h, w, 3), np.float32)
+    normals[..., 2] = -1.0
+    normals[2, 2] = np.nan
+    points = np.ones((h, w, 3), np.float32)
+    points[3, 3] = np.nan
+    frame = CaptureFrame(w, h, image=image, albedo=albedo, mask=mask, normals=normals, points=points)
+    write_bundle(tmp_path, "nan", frame)
+    with OpenEXR.File(str(tmp_path / "nan.exr"), separate_channels=True) as exr:
+        for name, channel in exr.channels().items():
+            assert np.isfinite(channel.pixels).all(), name

@@ -203,7 +203,7 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
         return arr.astype(np.float32) / 65535.0
     if not np.issubdtype(arr.dtype, np.floating):
         raise ValueError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
-    return arr.astype(np.float32)
+    return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
@@ -271,7 +271,7 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     if frame.mask is not None:
         mask = _to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask"] = np.clip(mask, 0.0, 1.0).astype(np.float16)
+        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
         layers.append("mask")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
