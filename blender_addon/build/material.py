@@ -10,7 +10,8 @@ from .tracking import CreatedData
 def attribute_material(name: str, attribute: str, created: CreatedData) -> bpy.types.Material:
     """Principled BSDF whose base colour reads ``attribute`` (a colour attribute of the mesh)."""
     material = created.add("materials", bpy.data.materials.new(name))
-    material.use_nodes = True
+    if material.node_tree is None:  # 4.x; 5.0 creates the node tree itself and deprecates use_nodes
+        material.use_nodes = True
     nodes, links = material.node_tree.nodes, material.node_tree.links
     shader = next(n for n in nodes if n.type == "BSDF_PRINCIPLED")
     shader.inputs["Roughness"].default_value = 0.8

@@ -113,6 +113,20 @@ def test_colour_albedo_seg_and_confidence_attributes(bpy_empty, bundles, expecte
     assert mesh.color_attributes.active_color_name == "Color"
 
 
+def test_import_uses_no_deprecated_api(bpy_empty, bundles):
+    """Blender 5.0 deprecates APIs that 6.0 removes (e.g. ``Material.use_nodes``): the import must not touch
+    them, so it keeps working on the next major version."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        import_tiny(bpy_empty, bundles, import_points=True)
+        result = bpy_empty.ops.import_scene.sapiens2_capture(
+            filepath=str(bundles / "walk.sequence.json"), mesh_per_frame=True
+        )
+        assert result == {"FINISHED"}
+
+
 @pytest.mark.parametrize(("source", "attribute"), [("IMAGE", "Color"), ("ALBEDO", "Albedo")])
 def test_material_shows_the_chosen_colour(bpy_empty, bundles, source, attribute):
     mesh = import_tiny(bpy_empty, bundles, color_source=source).data
