@@ -59,7 +59,8 @@ def file3d_output_type() -> Any | None:
 
 
 def make_file3d(path: str, fmt: str) -> Any | None:
-    """A host ``File3D`` value for a written file, or None where the host has no such type."""
+    """A host ``File3D`` value for a written file, or None where the host has no such type or builds it
+    differently (the file is saved either way; only the typed 3D output is lost, with a warning)."""
     try:
         from comfy_api.latest import Types
     except ImportError:
@@ -71,4 +72,13 @@ def make_file3d(path: str, fmt: str) -> Any | None:
 
     with open(path, "rb") as handle:
         data = _io.BytesIO(handle.read())
-    return cls(data, fmt)  # every known File3D constructor takes (source, format) positionally
+    try:
+        return cls(data, fmt)  # every known File3D constructor takes (source, format) positionally
+    except Exception as exc:  # a host whose File3D has another signature must not fail every export
+        log.warning(
+            "Sapiens2: this ComfyUI's File3D type cannot be built (%s: %s); 'model_3d' is empty, use "
+            "'mesh_path' with Preview 3D",
+            type(exc).__name__,
+            exc,
+        )
+        return None

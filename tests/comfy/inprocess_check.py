@@ -91,16 +91,40 @@ def main() -> None:
     runtime.activate(loaded)
     failures = [torch.OutOfMemoryError("CUDA out of memory (simulated)")]
 
-    def work(start, stop):
+    def flaky_work(start, stop):
         if failures:
             raise failures.pop()
         return list(range(start, stop))
 
-    run_chunked(2, 2, work, runtime)
+    run_chunked(2, 2, flaky_work, runtime)
     out["after_oom"] = {
         "other_loaded": any(m.model is other.patcher for m in mm.current_loaded_models),
         "own_loaded": any(m.model is loaded.patcher for m in mm.current_loaded_models),
     }
+
+    # A newer host with ComfyUI's 3D file type whose File3D constructor differs from the one the pack knows:
+    # Export Mesh must still save the mesh (model_3d degrades to None with a warning), not fail every run.
+    from comfy_api import latest as api_latest
+    from comfy_api.latest import io as api_io
+
+    class IncompatibleFile3D:
+        def __init__(self, *args, **kwargs):
+            raise TypeError("File3D() takes different arguments on this host")
+
+    api_io.File3DAny = api_io.Custom("FILE_3D")
+    api_latest.Types.File3D = IncompatibleFile3D
+    folder_paths.set_output_directory(os.path.join(work, "output"))
+    write_synthetic_checkpoint(os.path.join(models, "tiny_pointmap.safetensors"), task="pointmap")
+    pm_model, _ = loader.execute("tiny_pointmap.safetensors", "pointmap", "1b", "auto", "auto", False).args
+    pointmap = node("Sapiens2Pointmap").execute(pm_model, torch.rand(1, 32, 24, 3), 1, True, False).args[0]
+    mesh_node = node("Sapiens2ExportMesh")
+    outputs = [o.id for o in mesh_node.define_schema().outputs]
+    try:
+        values = mesh_node.execute(pointmap, "glb", "mesh/m", 10.0).args
+        out["mesh_on_new_host"] = {"outputs": outputs, "path": values[0], "model_3d": values[1]}
+    except Exception as exc:
+        out["mesh_on_new_host"] = {"outputs": outputs, "error": f"{type(exc).__name__}: {exc}"}
+    del api_io.File3DAny, api_latest.Types.File3D
 
     mm.unload_all_models()
     out["patcher_loaded_after_unload"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)

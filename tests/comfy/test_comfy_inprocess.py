@@ -36,3 +36,6 @@ def test_pack_inside_comfyui_process(comfy_paths, tmp_path):
     assert out["progress"] == [[0, 3], [2, 3], [3, 3]]
     assert out["interrupted"] is True
     assert out["after_oom"] == {"other_loaded": False, "own_loaded": True}
+    mesh = out["mesh_on_new_host"]
+    assert mesh["outputs"] == ["mesh_path", "model_3d"] and "error" not in mesh, mesh
+    assert mesh["path"].startswith("mesh/") and mesh["path"].endswith(".glb") and mesh["model_3d"] is None
