@@ -206,3 +206,19 @@ def test_albedo_clamps_before_resizing_like_the_reference():
     raw[..., :, ::2] = 3.0  # alternating columns: 3, 0, 3, 0 …
     out = albedo_to_image(raw, dense_layout(384, 512))  # 2× downscale averages column pairs
     assert torch.allclose(out, torch.full_like(out, 0.5))  # mean of clamp(3)=1 and 0, not clamp(mean)=1
+
+
+@pytest.mark.parametrize("size_wh", [(1000, 1500), (517, 1283), (300, 200)])
+def test_large_seg_resize_in_bands_matches_full_resize(monkeypatch, size_wh):
+    """Above the memory budget the labels come from row bands; they match the full-size resize + argmax."""
+    from sapiens2_studio.core.pipeline import postprocess
+
+    width, height = size_wh
+    logits = torch.randn(1, 29, 1024, 768, generator=torch.Generator().manual_seed(width)) * 3
+    full, _ = seg_to_labels(logits, size_wh)
+    monkeypatch.setattr(postprocess, "SEG_FULL_LOGITS_BUDGET", 1024)
+    banded, none = seg_to_labels(logits, size_wh)
+    assert none is None and banded.shape == (height, width) and banded.dtype == torch.int64
+    assert int((banded != full).sum()) <= max(1, full.numel() // 100_000)
+    kept, logits_full = seg_to_labels(logits, size_wh, keep_logits=True)  # keep_logits: the full path
+    assert torch.equal(kept, full) and logits_full.shape == (29, height, width)

@@ -21,14 +21,50 @@ def _bilinear(x: Tensor, size_hw: tuple[int, int]) -> Tensor:
     return F.interpolate(x, size=size_hw, mode="bilinear", align_corners=False)
 
 
+# Above this many bytes of full-resolution logits (29 × H × W float32: 0.96 GB at 4K, 3.8 GB at 8K) the labels are
+# computed in bands of rows instead, so memory stays bounded (see `_banded_labels`).
+SEG_FULL_LOGITS_BUDGET = 512 * 1024 * 1024
+_SEG_BAND_ROWS = 128
+
+
 def seg_to_labels(
     logits: Tensor, size_wh: tuple[int, int], *, keep_logits: bool = False
 ) -> tuple[Tensor, Tensor | None]:
     """(1, 29, h, w) logits → (H, W) int64 labels: bilinear resize of the logits (align_corners False), argmax."""
     width, height = size_wh
-    resized = _bilinear(logits.to(torch.float32), (height, width))
+    logits = logits.to(torch.float32)
+    if not keep_logits and logits.shape[1] * height * width * 4 > SEG_FULL_LOGITS_BUDGET:
+        return _banded_labels(logits[0], height, width), None
+    resized = _bilinear(logits, (height, width))
     labels = resized.argmax(dim=1)[0]
     return labels, (resized[0] if keep_logits else None)
+
+
+def _bilinear_taps(n_in: int, n_out: int, device: torch.device) -> tuple[Tensor, Tensor, Tensor]:
+    """Source indices and weights of `F.interpolate(mode="bilinear", align_corners=False)` along one axis."""
+    src = ((torch.arange(n_out, device=device, dtype=torch.float32) + 0.5) * (n_in / n_out) - 0.5).clamp(
+        min=0
+    )
+    first = src.floor().long().clamp(max=n_in - 1)
+    return first, (first + 1).clamp(max=n_in - 1), src - first.to(torch.float32)
+
+
+def _banded_labels(logits: Tensor, height: int, width: int) -> Tensor:
+    """Argmax of the bilinearly resized (C, h, w) logits, `_SEG_BAND_ROWS` output rows at a time.
+
+    Same sampling as `F.interpolate` (the weights are applied in another order, so a near-tie between two
+    classes can rarely flip: 1 pixel in 3 million on random logits); peak memory is one band, not C × H × W.
+    """
+    x0, x1, wx = _bilinear_taps(int(logits.shape[-1]), width, logits.device)
+    y0, y1, wy = _bilinear_taps(int(logits.shape[-2]), height, logits.device)
+    labels = torch.empty((height, width), dtype=torch.int64, device=logits.device)
+    for top in range(0, height, _SEG_BAND_ROWS):
+        end = min(top + _SEG_BAND_ROWS, height)
+        rows = torch.lerp(
+            logits.index_select(1, y0[top:end]), logits.index_select(1, y1[top:end]), wy[top:end, None]
+        )
+        labels[top:end] = torch.lerp(rows.index_select(2, x0), rows.index_select(2, x1), wx).argmax(dim=0)
+    return labels
 
 
 def uncrop(x: Tensor, layout: DenseLayout) -> Tensor:
