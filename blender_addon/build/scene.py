@@ -71,10 +71,16 @@ def _new_collection(context, name: str, created: CreatedData) -> bpy.types.Colle
     return collection
 
 
-def _person_joints(capture: Capture, person, options: ImportOptions) -> tuple[np.ndarray, np.ndarray]:
-    """(K, 3) OpenCV joints and (K,) source codes (0 keypoints_3d, 1 pointmap, 2 placed on the depth plane)."""
+def _person_joints(
+    capture: Capture, person, options: ImportOptions, use_pixels: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """(K, 3) OpenCV joints and (K,) source codes (0 keypoints_3d, 1 pointmap, 2 placed on the depth plane).
+
+    ``use_pixels`` False ignores the EXR layers (no pointmap sampling, no foreground check): sequences do not
+    read every frame's EXR, and a frame that happens to have its pixels loaded must not be judged differently
+    from its neighbours (a joint would pop on that frame)."""
     c = capture.camera
-    layers = capture.layers
+    layers = capture.layers if use_pixels else Layers()
     sampler = (lambda rows, cols: layers.sample("P", rows, cols)) if "P" in layers else None
     foreground = None
     if "mask" in layers:
@@ -247,7 +253,7 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
             person = next((p for p in capture.people if p.identity == person_id), None)
             if person is None:
                 continue
-            tracks[t], source = _person_joints(capture, person, options)
+            tracks[t], source = _person_joints(capture, person, options, use_pixels=False)
             measured[t] = source < 2
             scores[t] = person.keypoints[:, 2]
             seen[t] = True

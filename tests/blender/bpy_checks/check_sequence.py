@@ -232,3 +232,32 @@ def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bu
     plate = bpy.context.scene.camera.data.background_images[0]
     assert plate.image.source == "FILE" and plate.image.filepath.endswith("plate_0011.png")
     assert any("plate shows frame 1 only" in w for w in result.warnings)
+
+
+def test_every_frame_places_joints_the_same_way(bpy_empty, bundles, walk, tmp_path, to_blender):
+    """Frame 1's pixels are read (for the plate) but the other frames' are not: joints must still be judged
+    alike, or a joint whose 3D lies on a background pixel pops on frame 1 only."""
+    import json
+    import shutil
+
+    for path in bundles.glob("walk*"):
+        shutil.copy(path, tmp_path / path.name)
+    wrist = walk["names"].index("left_wrist")
+    meta = json.loads((tmp_path / "walk_0001.json").read_text(encoding="utf-8"))
+    cam = meta["camera"]
+    ray = np.array([(0.5 - cam["cx"]) / cam["fx"], (0.5 - cam["cy"]) / cam["fy"], 1.0])  # a background corner
+    for t in range(1, FRAMES + 1):
+        path = tmp_path / f"walk_{t:04d}.json"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta["people"][0]["keypoints"][wrist] = [0.5, 0.5, 0.9]
+        meta["people"][0]["keypoints_3d"][wrist] = (ray * (2.0 + 0.1 * t)).tolist()
+        path.write_text(json.dumps(meta), encoding="utf-8")
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    arm = bpy.data.objects["walk person 0"]
+    for t in (1, 2, FRAMES):
+        bpy.context.scene.frame_set(t)
+        expected = to_blender(ray * (2.0 + 0.1 * t))
+        np.testing.assert_allclose(arm.pose.bones["left_wrist"].head, expected, atol=1e-4)
