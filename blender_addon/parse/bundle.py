@@ -218,6 +218,10 @@ def read_capture(
             f"{path.name}: image width/height must be positive integers, found {width!r}x{height!r}."
         )
     names = data.get("keypoint_names") or []
+    if not isinstance(names, list) or len({str(n) for n in names}) != len(names):
+        raise BundleError(
+            f"{path.name}: 'keypoint_names' must be a list of distinct names (they become bone names)."
+        )
     skeleton_raw = data.get("skeleton") or []
     try:
         skeleton = [(int(a), int(b)) for a, b in skeleton_raw]

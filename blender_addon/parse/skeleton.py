@@ -86,10 +86,11 @@ def _collection_for(name: str, linked: bool, preferred: bool) -> str:
 def build_hierarchy(names: list[str], links: list[tuple[int, int]]) -> Hierarchy:
     """Parent for every keypoint: preferred anatomy first, then breadth-first along links, then the head."""
     index = {n: i for i, n in enumerate(names)}
-    has_pelvis = "left_hip" in index and "right_hip" in index
+    # A synthetic pelvis between the hips, unless the keypoint set has its own (which then is the root).
+    has_pelvis = "left_hip" in index and "right_hip" in index and PELVIS not in index
     bone_names = ([PELVIS] if has_pelvis else []) + list(names)
     parent_name: dict[str, str | None] = {}
-    root = PELVIS if has_pelvis else (names[0] if names else None)
+    root = PELVIS if has_pelvis or PELVIS in index else (names[0] if names else None)
     if root is not None:
         parent_name[root] = None
 
@@ -102,7 +103,9 @@ def build_hierarchy(names: list[str], links: list[tuple[int, int]]) -> Hierarchy
         changed = False
         for child, parent in _PREFERRED_PARENT.items():
             if child in index and child not in parent_name:
-                target = parent if placed(parent) else (PELVIS if parent == "neck" and has_pelvis else None)
+                target = (
+                    parent if placed(parent) else (PELVIS if parent == "neck" and placed(PELVIS) else None)
+                )
                 if placed(target):
                     parent_name[child] = target
                     changed = True

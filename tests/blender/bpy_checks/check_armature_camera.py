@@ -216,3 +216,29 @@ def test_full_size_armature_follows_the_figure(bpy_empty, bundles, read_json, to
     shin = np.array(bones["left_knee"].tail_local - bones["left_knee"].head_local)
     thigh = np.array(bones["left_hip"].tail_local - bones["left_hip"].head_local)
     assert shin[2] < -0.3 and thigh[2] < -0.3  # Z-up: both leg bones point down towards the feet
+
+
+def test_other_keypoint_sets_with_their_own_pelvis(bpy_empty, bundles, tmp_path, read_json):
+    """A keypoint set that has a 'pelvis' of its own: it is the root (no second, synthetic pelvis whose name
+    would clash and shuffle the bones); duplicate names are refused because they become bone names."""
+    import json
+
+    meta = read_json(bundles / "tiny.json")
+    names = ["pelvis", "left_hip", "right_hip", "left_knee", "right_knee", "neck", "nose"]
+    keypoints = [[1.5 + k, 2.5, 0.9] for k in range(len(names))]
+    meta.update(name="custom", exr=None, layers=[], keypoint_names=names, skeleton=[[1, 3], [2, 4]])
+    meta["people"] = [{"id": 0, "bbox": [0, 0, 8, 6], "keypoints": keypoints}]
+    (tmp_path / "custom.json").write_text(json.dumps(meta), encoding="utf-8")
+    bpy = bpy_empty
+    import_bundle(bpy, tmp_path / "custom.json")
+    bones = bpy.data.objects["custom person 0"].data.bones
+    assert sorted(bones.keys()) == sorted(names)
+    assert [b.name for b in bones if b.parent is None] == ["pelvis"]
+    assert bones["left_knee"].parent.name == "left_hip" and bones["left_hip"].parent.name == "pelvis"
+    assert bones["neck"].parent.name == "pelvis" and bones["nose"].parent.name == "neck"
+    head = np.array(bones["pelvis"].head_local)
+    assert head[1] == pytest.approx(3.0)  # no 3D at all: on the default 3 m plane (Z-up: depth is +Y)
+    meta["keypoint_names"] = [*names[:-1], "neck"]
+    (tmp_path / "dupes.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(RuntimeError, match="distinct names"):
+        import_bundle(bpy, tmp_path / "dupes.json")
