@@ -6,21 +6,17 @@ from comfy_api.latest import io
 
 from . import task_logic
 from .comfy_host import ComfyRuntime
-from .compat import NormalData, PointmapData, Sapiens2Model, schema
-from .nodes_seg import CHUNK_TOOLTIP
+from .compat import NormalData, PointmapData, schema
+from .inputs import MASK_TOOLTIP, chunk_size_input, image_input, mask_input, model_input
 from .normal_images import CONVENTIONS, normal_images
 
-MASK_TOOLTIP = (
-    "Optional person mask (1 = person, same size as the image); the background is zeroed in previews."
-)
 
-
-def _common_inputs(task_label: str) -> list[io.Input]:
+def _common_inputs(task_label: str, task: str) -> list[io.Input]:
     return [
-        Sapiens2Model.Input("model", tooltip=f"A Sapiens2 {task_label} model."),
-        io.Image.Input("image", tooltip="Images to process (any size; batches are fine)."),
-        io.Mask.Input("mask", optional=True, tooltip=MASK_TOOLTIP),
-        io.Int.Input("chunk_size", default=2, min=1, max=256, tooltip=CHUNK_TOOLTIP),
+        model_input(task_label, task),
+        image_input("process"),
+        mask_input(MASK_TOOLTIP + " The background is zeroed in the outputs."),
+        chunk_size_input(2),
     ]
 
 
@@ -34,7 +30,7 @@ class Sapiens2Normals(io.ComfyNode):
             description="Per-pixel unit surface normals in the camera frame, plus a normal-map IMAGE in the "
             "convention you choose (OpenGL, DirectX, ControlNet/BAE, or the raw OpenCV frame).",
             inputs=[
-                *_common_inputs("normal (task 'normal')"),
+                *_common_inputs("normal", "normal"),
                 io.Combo.Input(
                     "convention",
                     options=list(CONVENTIONS),
@@ -75,7 +71,7 @@ class Sapiens2Albedo(io.ComfyNode):
             display_name="Sapiens2 Albedo",
             search_aliases=["albedo", "delight", "base color", "intrinsic"],
             description="Surface colour without lighting (sRGB IMAGE), for relighting and texturing.",
-            inputs=_common_inputs("albedo (task 'albedo')"),
+            inputs=_common_inputs("albedo", "albedo"),
             outputs=[
                 io.Image.Output(id="albedo", display_name="albedo", tooltip="Albedo, sRGB-encoded, 0..1.")
             ],
@@ -101,7 +97,7 @@ class Sapiens2Pointmap(io.ComfyNode):
             description="Metric 3D point per pixel (camera frame, metres) with the implied camera intrinsics, "
             "plus a depth preview.",
             inputs=[
-                *_common_inputs("pointmap (task 'pointmap')"),
+                *_common_inputs("pointmap", "pointmap"),
                 io.Boolean.Input(
                     "near_is_bright", default=True, tooltip="Depth preview: near = white (like MiDaS)."
                 ),

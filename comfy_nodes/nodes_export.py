@@ -10,6 +10,7 @@ from comfy_api.latest import io, ui
 from . import export_logic
 from .comfy_host import ComfyRuntime
 from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+from .inputs import filename_prefix_input
 from .types import TaskBatch
 
 
@@ -42,11 +43,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                 io.Image.Input(
                     "image", tooltip="The source image(s); every other input must match their size."
                 ),
-                io.String.Input(
-                    "filename_prefix",
-                    default="sapiens2/capture",
-                    tooltip="Path inside ComfyUI's output folder.",
-                ),
+                filename_prefix_input("sapiens2/capture"),
                 PoseData.Input("pose", optional=True, tooltip="Raw 308-keypoint pose (from Sapiens2 Pose)."),
                 SegData.Input("seg", optional=True, tooltip="Segmentation (from Sapiens2 Segment)."),
                 NormalData.Input("normals", optional=True, tooltip="Normals (from Sapiens2 Normals)."),
@@ -134,9 +131,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
                 io.Combo.Input(
                     "format", options=list(export_logic.MESH_FORMATS), default="glb", tooltip="File type."
                 ),
-                io.String.Input(
-                    "filename_prefix", default="sapiens2/mesh", tooltip="Path inside ComfyUI's output folder."
-                ),
+                filename_prefix_input("sapiens2/mesh"),
                 io.Float.Input(
                     "max_edge_ratio",
                     default=0.05,

@@ -8,8 +8,8 @@ from comfy_api.latest import io
 
 from . import pose_logic, task_logic
 from .comfy_host import ComfyRuntime
-from .compat import PoseData, PoseKeypoint, Sapiens2Model, bounding_box_input, schema
-from .nodes_seg import CHUNK_TOOLTIP
+from .compat import PoseData, PoseKeypoint, bounding_box_input, schema
+from .inputs import chunk_size_input, image_input, model_input, score_threshold_input
 
 
 class Sapiens2Pose(io.ComfyNode):
@@ -25,17 +25,19 @@ class Sapiens2Pose(io.ComfyNode):
                 "ComfyUI POSE_KEYPOINT (OpenPose layout) and the raw 308 keypoints."
             ),
             inputs=[
-                Sapiens2Model.Input("model", tooltip="A Sapiens2 pose model (task 'pose')."),
-                io.Image.Input("image", tooltip="Images to analyse (any size; batches are fine)."),
+                model_input("pose", "pose"),
+                image_input("analyse"),
                 bounding_box_input(
                     "bboxes",
                     "Person boxes (e.g. from RT-DETR). Without boxes or a seg model, the whole image is "
                     "taken as one person: only right for single-person crops.",
                 ),
-                Sapiens2Model.Input(
-                    "seg_model",
+                model_input(
+                    "segmentation",
+                    "seg",
+                    name="seg_model",
                     optional=True,
-                    tooltip="A Sapiens2 seg model: finds the people when no boxes are given (one box per person).",
+                    purpose="finds the people when no boxes are given (one box per person)",
                 ),
                 io.Boolean.Input(
                     "flip_test",
@@ -56,15 +58,10 @@ class Sapiens2Pose(io.ComfyNode):
                     tooltip="OpenPose neck point: the shoulder midpoint (what ControlNet-OpenPose was trained on) "
                     "or Sapiens2's anatomical neck; auto = midpoint for controlnet_aux, anatomical for core.",
                 ),
-                io.Float.Input(
-                    "score_threshold",
-                    default=0.3,
-                    min=0.0,
-                    max=1.0,
-                    step=0.01,
-                    tooltip="controlnet_aux format: keypoints below this score are written as missing (0, 0, 0).",
+                score_threshold_input(
+                    "controlnet_aux format: keypoints below this score are written as missing (0, 0, 0)."
                 ),
-                io.Int.Input("chunk_size", default=4, min=1, max=256, tooltip=CHUNK_TOOLTIP),
+                chunk_size_input(4),
             ],
             outputs=[
                 PoseKeypoint.Output(
@@ -127,14 +124,7 @@ class Sapiens2DrawPose(io.ComfyNode):
                 io.Boolean.Input("draw_face", default=True, tooltip="Face points."),
                 io.Int.Input("stick_width", default=4, min=1, max=64, tooltip="Limb thickness in pixels."),
                 io.Int.Input("point_radius", default=4, min=1, max=64, tooltip="Joint dot radius in pixels."),
-                io.Float.Input(
-                    "score_threshold",
-                    default=0.3,
-                    min=0.0,
-                    max=1.0,
-                    step=0.01,
-                    tooltip="Hide points scored below.",
-                ),
+                score_threshold_input("Hide points scored below."),
             ],
             outputs=[io.Image.Output(id="pose_image", display_name="image", tooltip="The rendered pose(s).")],
         )

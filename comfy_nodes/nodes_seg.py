@@ -6,9 +6,8 @@ from comfy_api.latest import io
 
 from . import mask_logic, task_logic
 from .comfy_host import ComfyRuntime
-from .compat import Sapiens2Model, SegData, schema
-
-CHUNK_TOOLTIP = "Images per forward pass; lower it if you run out of memory (it also halves itself on OOM)."
+from .compat import SegData, schema
+from .inputs import chunk_size_input, image_input, model_input
 
 
 class Sapiens2Segment(io.ComfyNode):
@@ -21,9 +20,9 @@ class Sapiens2Segment(io.ComfyNode):
             description="29-class body-part segmentation (clothes, skin parts, hair, face, hands, ...) at the "
             "image's own resolution.",
             inputs=[
-                Sapiens2Model.Input("model", tooltip="A Sapiens2 segmentation model (task 'seg')."),
-                io.Image.Input("image", tooltip="Images to segment (any size; batches are fine)."),
-                io.Int.Input("chunk_size", default=4, min=1, max=256, tooltip=CHUNK_TOOLTIP),
+                model_input("segmentation", "seg"),
+                image_input("segment"),
+                chunk_size_input(4),
             ],
             outputs=[
                 SegData.Output(

@@ -545,3 +545,18 @@ def test_batches_of_one_broadcast_and_other_mismatches_are_errors(tmp_path):
         export_logic.export_meshes(pm, tmp_path, "m", mask=torch.ones(2, 8, 8), max_edge_ratio=10.0)
     paths = export_logic.export_meshes(pm, tmp_path, "m", image=torch.rand(1, 8, 8, 3), max_edge_ratio=10.0)
     assert len(paths) == 3
+
+
+def test_node_modules_are_independent():
+    """Each nodes_* module is imported on its own so one failure costs only its nodes: none may import another."""
+    import ast
+    from pathlib import Path
+
+    import sapiens2_studio.comfy_nodes as pack
+
+    folder = Path(pack.__file__).parent
+    for path in sorted(folder.glob("nodes_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not {name for name in imported if name.startswith("nodes_")}, (path.name, imported)
