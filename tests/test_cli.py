@@ -152,9 +152,12 @@ def test_full_run_camera_and_keypoints_3d(full_run) -> None:
         cam = frame.camera
         assert frame.pointmap_scale == pytest.approx(KNOWN_SCALE)
         assert cam["source"] == "pointmap"
-        r = min(768 / w, 1024 / h)  # the network input is the image scaled by r (then padded to 1024x768)
-        assert cam["fx"] == pytest.approx(768.0 / KNOWN_SCALE / r, rel=1e-6)
-        assert cam["fy"] == pytest.approx(cam["fx"], rel=1e-6)
+        # the network input is the image resized to int(w·r) × int(h·r), r = min(768/w, 1024/h), then padded
+        r = min(768 / w, 1024 / h)
+        new_w, new_h = int(w * r), int(h * r)
+        assert cam["fx"] == pytest.approx(768.0 / KNOWN_SCALE * w / new_w, rel=1e-6)
+        assert cam["fy"] == pytest.approx(768.0 / KNOWN_SCALE * h / new_h, rel=1e-6)
+        assert cam["fy"] == pytest.approx(cam["fx"], rel=0.02)
         assert (cam["cx"], cam["cy"]) == (w / 2, h / 2)
         person = frame.people[0]
         kp = person.keypoints
