@@ -378,4 +378,17 @@ def import_files(
         created.remove_all()
         _restore_scene_settings(context.scene, scene_settings)
         raise
+    _select(context.view_layer, result.objects)
     return result
+
+
+def _select(view_layer, objects: list[bpy.types.Object]) -> None:
+    """Select what was imported (and only that), the first armature active, as Blender's own importers do: the
+    user can move it or frame it (View > Frame Selected) at once, and the N-panel shows it."""
+    if not objects:
+        return
+    for obj in view_layer.objects:
+        obj.select_set(False)
+    for obj in objects:
+        obj.select_set(True)
+    view_layer.objects.active = next((o for o in objects if o.type == "ARMATURE"), objects[0])

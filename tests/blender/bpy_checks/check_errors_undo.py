@@ -133,3 +133,15 @@ def test_select_all_in_a_cli_output_folder(addon, bpy_empty, bundles, tmp_path):
     assert any("Skipped 6 frame file(s)" in w for w in result.warnings)
     with pytest.raises(RuntimeError, match=r"not the \.keypoints\.json"):  # alone, it is still an error
         bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk_0001.keypoints.json"))
+
+
+def test_imported_objects_are_selected_and_an_armature_active(bpy_empty, bundles):
+    """Like Blender's own importers: the import is the selection (to move or frame it at once), nothing else."""
+    bpy = bpy_empty
+    bpy.ops.wm.read_homefile(use_empty=False)  # Cube, Camera, Light; the Cube selected and active
+    assert bpy.context.view_layer.objects.active.name == "Cube"
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json")) == {"FINISHED"}
+    selected = sorted(o.name for o in bpy.context.view_layer.objects if o.select_get())
+    assert selected == ["tiny camera", "tiny mesh", "tiny person 0"]
+    assert bpy.context.view_layer.objects.active.name == "tiny person 0"
+    assert bpy.context.object.mode == "OBJECT"
