@@ -46,6 +46,14 @@ class SequenceJob:
     def __len__(self) -> int:
         return len(self.frames)
 
+    def frame_numbers(self) -> list[int] | None:
+        """Output frame numbers: the numbers in the file names (plate_1001.png → 1001, gaps kept), so results line
+        up with the plate in comp; 1, 2, … when the names repeat a number (a_1, a_01). None for a video (1-based)."""
+        if self.video is not None:
+            return None
+        numbers = [int(_NUMBERED.match(p.stem).group("number")) for p in self.frames]  # type: ignore[union-attr]
+        return numbers if len(set(numbers)) == len(numbers) else list(range(1, len(numbers) + 1))
+
     def probe(self) -> None:
         """For a video: read its frame rate (and check that it opens) before any frame is processed."""
         if self.video is None:

@@ -155,9 +155,9 @@ def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = fr
                 (folder / f"{name}{suffix}").unlink()
 
 
-def remove_stale_frames(folder: Path, sequence: str, count: int) -> None:
-    """Delete frames numbered above `count` that a previous, longer run of the same sequence left behind."""
+def remove_stale_frames(folder: Path, sequence: str, keep: set[int]) -> None:
+    """Delete frames not in `keep` that a previous run of the same sequence (longer, or other numbers) left."""
     pattern = re.compile(rf"^{re.escape(sequence)}_(\d{{4,}})\.(?:exr|json)$")
     numbers = {int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name))}
-    for number in sorted(n for n in numbers if n > count):
+    for number in sorted(numbers - keep):
         remove_outputs(folder, f"{sequence}_{number:04d}")

@@ -287,12 +287,18 @@ def _run_sequence(
     smoother = engine.SequenceSmoother(fps, smooth=args.smooth)  # track ids always; smoothing on request
     buffer: list[tuple[str, np.ndarray]] = []
     count = 0
+    numbering = sequence.frame_numbers()
+    written: set[int] = set()
 
     def flush() -> None:
         nonlocal count
         if not buffer:
             return
-        numbers = list(range(count + 1, count + len(buffer) + 1))
+        numbers = (
+            numbering[count : count + len(buffer)]
+            if numbering is not None
+            else list(range(count + 1, count + len(buffer) + 1))
+        )
         frames = engine.predict_frames(
             models,
             [image for _, image in buffer],
@@ -314,6 +320,7 @@ def _run_sequence(
                 mesh_format=options.mesh_format,
             )
             writer.entries.append({"frame": number, "json": f"{name}.json"})
+            written.add(number)
             progress.update(1, f"{sequence.name} #{number}")
         count += len(buffer)
         buffer.clear()
@@ -329,5 +336,5 @@ def _run_sequence(
     if count == 0:
         return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
     writer.close()
-    remove_stale_frames(folder, sequence.name, count)
+    remove_stale_frames(folder, sequence.name, written)
     return count, None

@@ -525,3 +525,18 @@ def test_boxes_file_formats_and_a_box_outside_one_image(tmp_path: Path, capsys, 
     assert "small.png: --boxes: box (60.0, 50.0, 90.0, 78.0) lies entirely outside the 32×24 image" in err
     assert not (tmp_path / "out" / "small.json").exists()
     assert [p.bbox for p in read_bundle(tmp_path / "out" / "large.json").people] == [(50, 40, 80, 70)]
+
+
+def test_sequence_keeps_the_plate_frame_numbers(tmp_path: Path, capsys, checkpoints) -> None:
+    """plate.1001.png … keep their numbers (and gaps), so the results line up with the plate in comp."""
+    (tmp_path / "plate").mkdir()
+    for n in (1001, 1002, 1004):
+        _write_image(tmp_path / "plate" / f"plate.{n}.png", 24, 32, "RGB", seed=n)
+    rc, err = _predict(
+        capsys, tmp_path / "out", [str(tmp_path / "plate")], checkpoints, "seg", "--no-previews"
+    )
+    assert rc == 0, err
+    seq = read_sequence(tmp_path / "out" / "plate" / "plate.sequence.json")
+    assert seq.frame_numbers == [1001, 1002, 1004]
+    assert [p.name for p in seq.json_paths] == ["plate_1001.json", "plate_1002.json", "plate_1004.json"]
+    assert [f.source_name for f in seq] == ["plate.1001.png", "plate.1002.png", "plate.1004.png"]
