@@ -119,12 +119,23 @@ def _grid_object(
 
 
 def create_mesh_object(
-    name: str, capture: Capture, options: ImportOptions, collection, created: CreatedData
+    name: str,
+    capture: Capture,
+    options: ImportOptions,
+    collection,
+    created: CreatedData,
+    materials: dict[str, bpy.types.Material] | None = None,
 ) -> bpy.types.Object:
-    """The capture's surface as a grid mesh object with a material showing the chosen colours."""
+    """The capture's surface as a grid mesh object with a material showing the chosen colours.
+
+    ``materials`` (attribute name -> material) shares one material between calls: the meshes of a sequence
+    then have one look to edit, not one material per frame."""
     obj, _, active = _grid_object(name, capture, options, collection, created, faces=True)
     if active and options.color_source != "NONE":
-        obj.data.materials.append(attribute_material(f"{name} ({active})", active, created))
+        materials = {} if materials is None else materials
+        if active not in materials:
+            materials[active] = attribute_material(f"{name} ({active})", active, created)
+        obj.data.materials.append(materials[active])
     return obj
 
 

@@ -209,13 +209,14 @@ def import_sequence(
         made.append(camera)
     if options.import_mesh and options.mesh_per_frame:
         faceless: list[int] = []
+        materials: dict[str, bpy.types.Material] = {}
         for i, capture in enumerate(sequence.frames):
             load_layers(capture)
             if "P" not in capture.layers:
                 warnings.append(f"{capture.json_path.name}: no pointmap layer, so no mesh for this frame.")
                 continue
             obj = create_mesh_object(
-                f"{sequence.name} mesh {capture.frame:04d}", capture, options, collection, created
+                f"{sequence.name} mesh {capture.frame:04d}", capture, options, collection, created, materials
             )
             if not obj.data.polygons:
                 faceless.append(capture.frame)

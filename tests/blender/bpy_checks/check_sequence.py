@@ -94,6 +94,9 @@ def test_mesh_per_frame_shows_one_mesh_per_frame(bpy_empty, bundles):
     import_walk(bpy, bundles, mesh_per_frame=True)
     meshes = sorted(o.name for o in bpy.data.objects if o.type == "MESH")
     assert meshes == [f"walk mesh {f:04d}" for f in range(1, FRAMES + 1)]
+    # One material for the whole sequence: one look to edit, not one per frame.
+    assert {o.data.materials[0] for o in bpy.data.objects if o.type == "MESH"} == {bpy.data.materials[0]}
+    assert len(bpy.data.materials) == 1
     for frame in (1, 4, FRAMES):
         bpy.context.scene.frame_set(frame)
         visible = [
