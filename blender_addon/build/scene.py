@@ -207,6 +207,10 @@ def import_sequence(
             warnings.extend(add_sequence_plate(camera.data, sequence, created))
         warnings.extend(keyframe_intrinsics(camera.data, sequence, created))
         made.append(camera)
+    if options.import_points:
+        warnings.append(
+            f"{sequence.path.name}: 'Points' is for single frames; a sequence builds meshes with 'Mesh per Frame'."
+        )
     if options.import_mesh and options.mesh_per_frame:
         faceless: list[int] = []
         materials: dict[str, bpy.types.Material] = {}

@@ -112,6 +112,12 @@ def test_without_mesh_per_frame_there_are_no_meshes(bpy_empty, bundles):
     assert {o.type for o in bpy.data.objects} == {"ARMATURE", "CAMERA"}
 
 
+def test_points_on_a_sequence_say_they_are_not_built(addon, bpy_empty, bundles):
+    options = addon.parse.options.ImportOptions(import_points=True)
+    result = addon.build.scene.import_files(bpy_empty.context, [bundles / "walk.sequence.json"], options)
+    assert any("'Points' is for single frames" in w for w in result.warnings)
+
+
 def test_missing_and_low_score_joints_are_interpolated_in_time(
     bpy_empty, bundles, walk, tmp_path, to_blender
 ):
