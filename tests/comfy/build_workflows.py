@@ -122,7 +122,13 @@ def tryon(g) -> None:
         "Sapiens2BodyPartMask", title="Upper-body garment mask", seg=seg.out(0), preset="tryon_upper", grow=6,
         feather=2.0,
     )  # fmt: skip
-    g.node("SaveImage", title="Save parts preview", images=seg.out(1), filename_prefix="sapiens2/tryon_parts")
+    g.node(
+        "SaveImage",
+        title="Save parts preview",
+        images=seg.out(1),
+        filename_prefix="sapiens2/tryon_parts",
+        column=1,
+    )
     mask_image = g.node("MaskToImage", mask=garment.out(0))
     g.node("SaveImage", title="Save mask", images=mask_image.out(0), filename_prefix="sapiens2/tryon_mask")
     cutout = g.node("JoinImageWithAlpha", image=image.out(0), alpha=garment.out(0))
@@ -133,7 +139,7 @@ def tryon(g) -> None:
         filename_prefix="sapiens2/tryon_inpaint",
     )
     g.group("1 · Photo and model", 0)
-    g.group("2 · Segment", 1)
+    g.group("2 · Segment into 29 body parts", 1)
     g.group("3 · Garment mask", 2)
     g.group("4 · Mask image and cut-out", 3)
     g.group("5 · Save", 4)
