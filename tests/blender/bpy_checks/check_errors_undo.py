@@ -111,28 +111,25 @@ def test_full_import_through_blenders_openimageio(
     np.testing.assert_allclose(co, np.stack([x, z, -y], axis=1), atol=1e-6)
 
 
-def test_select_all_in_a_cli_output_folder(addon, bpy_empty, bundles, tmp_path):
+def test_select_all_in_a_cli_output_folder(addon, bpy_empty, bundles, walk_copy):
     """*Select All* in a CLI output folder picks the sequence index, its frames and the CLI's side files: the
     sequence imports once, its frames are not imported again and the side files are skipped, with warnings."""
     import json
-    import shutil
 
-    for path in bundles.glob("walk*"):
-        shutil.copy(path, tmp_path / path.name)
     side = {"format": "sapiens2-keypoints", "version": "1.0", "people": []}
-    (tmp_path / "walk_0001.keypoints.json").write_text(json.dumps(side), encoding="utf-8")
-    (tmp_path / "walk_0001.openpose.json").write_text(
+    (walk_copy / "walk_0001.keypoints.json").write_text(json.dumps(side), encoding="utf-8")
+    (walk_copy / "walk_0001.openpose.json").write_text(
         json.dumps({"version": 1.3, "people": []}), encoding="utf-8"
     )
     bpy = bpy_empty
-    paths = sorted(tmp_path.glob("*.json"))
+    paths = sorted(walk_copy.glob("*.json"))
     result = addon.build.scene.import_files(bpy.context, paths, addon.parse.options.ImportOptions())
     assert [c.name for c in result.collections] == ["Sapiens2 walk"]
     assert sorted(o.name for o in bpy.data.objects) == ["walk camera", "walk person 0"]
     assert any("Skipped 2 file(s) that are not capture bundles" in w for w in result.warnings)
     assert any("Skipped 6 frame file(s)" in w for w in result.warnings)
     with pytest.raises(RuntimeError, match=r"not the \.keypoints\.json"):  # alone, it is still an error
-        bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk_0001.keypoints.json"))
+        bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk_0001.keypoints.json"))
 
 
 def test_imported_objects_are_selected_and_an_armature_active(bpy_empty, bundles):

@@ -119,21 +119,18 @@ def test_points_on_a_sequence_say_they_are_not_built(addon, bpy_empty, bundles):
 
 
 def test_missing_and_low_score_joints_are_interpolated_in_time(
-    bpy_empty, bundles, walk, tmp_path, to_blender
+    bpy_empty, bundles, walk, walk_copy, to_blender
 ):
     """Frame 3 loses left_wrist's 3D and left_knee's score: both come from frames 2 and 4."""
     import json
-    import shutil
 
-    for path in bundles.glob("walk*"):
-        shutil.copy(path, tmp_path / path.name)
-    frame3 = json.loads((tmp_path / "walk_0003.json").read_text(encoding="utf-8"))
+    frame3 = json.loads((walk_copy / "walk_0003.json").read_text(encoding="utf-8"))
     wrist, knee = walk["names"].index("left_wrist"), walk["names"].index("left_knee")
     frame3["people"][0]["keypoints_3d"][wrist] = None
     frame3["people"][0]["keypoints"][knee][2] = 0.05
-    (tmp_path / "walk_0003.json").write_text(json.dumps(frame3), encoding="utf-8")
+    (walk_copy / "walk_0003.json").write_text(json.dumps(frame3), encoding="utf-8")
     bpy = bpy_empty
-    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
         "FINISHED"
     }
     arm = bpy.data.objects["walk person 0"]
@@ -167,24 +164,21 @@ def test_people_follow_their_track_id_and_hide_when_absent(bpy_empty, bundles, r
                 np.testing.assert_allclose(pixel, person["keypoints"][nose][:2], atol=1e-3)
 
 
-def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, tmp_path, project_to_pixels):
+def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, walk_copy, project_to_pixels):
     """Each frame's pointmap implies its own focal length: the camera's lens and shift are keyed per frame, so
     points of frame t (and its mesh and joints) land on frame t's pixels, not only on frame 1."""
     import json
-    import shutil
 
-    for path in bundles.glob("walk*"):
-        shutil.copy(path, tmp_path / path.name)
     cameras = []
     for t in range(1, FRAMES + 1):
-        path = tmp_path / f"walk_{t:04d}.json"
+        path = walk_copy / f"walk_{t:04d}.json"
         meta = json.loads(path.read_text(encoding="utf-8"))
         meta["camera"].update(fx=meta["camera"]["fx"] * (1 + 0.04 * t), cx=meta["camera"]["cx"] + t)
         meta["camera"]["fy"] = meta["camera"]["fx"]
         path.write_text(json.dumps(meta), encoding="utf-8")
         cameras.append(meta["camera"])
     bpy = bpy_empty
-    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
         "FINISHED"
     }
     scene = bpy.context.scene
@@ -204,26 +198,23 @@ def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, tmp_path, pro
         np.testing.assert_allclose(project_to_pixels(scene, scene.camera, world), pixels, atol=1e-3)
 
 
-def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bundles, tmp_path):
+def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bundles, walk_copy):
     """With the frames' source images next to the bundle the plate is an image sequence on the scene frames
     (file numbers need not equal frame numbers); without them the plate is frame 1 and a warning says why."""
     import json
-    import shutil
 
     bpy = bpy_empty
-    for path in bundles.glob("walk*"):
-        shutil.copy(path, tmp_path / path.name)
     for t in range(1, FRAMES + 1):
         image = bpy.data.images.new(f"src{t}", 4, 4)
-        image.filepath_raw = str(tmp_path / f"plate_{t + 10:04d}.png")
+        image.filepath_raw = str(walk_copy / f"plate_{t + 10:04d}.png")
         image.file_format = "PNG"
         image.save()
-        path = tmp_path / f"walk_{t:04d}.json"
+        path = walk_copy / f"walk_{t:04d}.json"
         meta = json.loads(path.read_text(encoding="utf-8"))
         meta["image"]["source"] = f"plate_{t + 10:04d}.png"
         path.write_text(json.dumps(meta), encoding="utf-8")
     bpy.ops.wm.read_homefile(use_empty=True)
-    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
         "FINISHED"
     }
     plate = bpy.context.scene.camera.data.background_images[0]
@@ -234,35 +225,32 @@ def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bu
         assert shown.endswith(f"plate_{t + 10:04d}.png"), (t, shown)
 
     addon = __import__("sys").modules["bl_ext.user_default.sapiens2_capture"]
-    (tmp_path / "plate_0013.png").unlink()  # one source frame missing: a still of the first frame
+    (walk_copy / "plate_0013.png").unlink()  # one source frame missing: a still of the first frame
     result = addon.build.scene.import_files(
-        bpy.context, [tmp_path / "walk.sequence.json"], addon.parse.options.ImportOptions()
+        bpy.context, [walk_copy / "walk.sequence.json"], addon.parse.options.ImportOptions()
     )
     plate = bpy.context.scene.camera.data.background_images[0]
     assert plate.image.source == "FILE" and plate.image.filepath.endswith("plate_0011.png")
     assert any("plate shows frame 1 only" in w for w in result.warnings)
 
 
-def test_every_frame_places_joints_the_same_way(bpy_empty, bundles, walk, tmp_path, to_blender):
+def test_every_frame_places_joints_the_same_way(bpy_empty, bundles, walk, walk_copy, to_blender):
     """Frame 1's pixels are read (for the plate) but the other frames' are not: joints must still be judged
     alike, or a joint whose 3D lies on a background pixel pops on frame 1 only."""
     import json
-    import shutil
 
-    for path in bundles.glob("walk*"):
-        shutil.copy(path, tmp_path / path.name)
     wrist = walk["names"].index("left_wrist")
-    meta = json.loads((tmp_path / "walk_0001.json").read_text(encoding="utf-8"))
+    meta = json.loads((walk_copy / "walk_0001.json").read_text(encoding="utf-8"))
     cam = meta["camera"]
     ray = np.array([(0.5 - cam["cx"]) / cam["fx"], (0.5 - cam["cy"]) / cam["fy"], 1.0])  # a background corner
     for t in range(1, FRAMES + 1):
-        path = tmp_path / f"walk_{t:04d}.json"
+        path = walk_copy / f"walk_{t:04d}.json"
         meta = json.loads(path.read_text(encoding="utf-8"))
         meta["people"][0]["keypoints"][wrist] = [0.5, 0.5, 0.9]
         meta["people"][0]["keypoints_3d"][wrist] = (ray * (2.0 + 0.1 * t)).tolist()
         path.write_text(json.dumps(meta), encoding="utf-8")
     bpy = bpy_empty
-    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(tmp_path / "walk.sequence.json")) == {
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
         "FINISHED"
     }
     arm = bpy.data.objects["walk person 0"]

@@ -66,6 +66,16 @@ def bundles() -> Path:
     return Path(os.environ["SAPIENS2_BLENDER_BUNDLES"])
 
 
+@pytest.fixture
+def walk_copy(bundles, tmp_path) -> Path:
+    """A private copy of the 6-frame ``walk`` sequence (tests edit its JSON files)."""
+    import shutil
+
+    for path in bundles.glob("walk*"):
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def expected_tiny(bundles) -> dict[str, np.ndarray]:
     with np.load(bundles / "expected_tiny.npz") as data:
