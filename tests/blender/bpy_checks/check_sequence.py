@@ -198,7 +198,7 @@ def test_camera_follows_each_frames_intrinsics(bpy_empty, bundles, walk_copy, pr
         np.testing.assert_allclose(project_to_pixels(scene, scene.camera, world), pixels, atol=1e-3)
 
 
-def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bundles, walk_copy):
+def test_plate_follows_the_frames_when_the_source_images_are_there(addon, bpy_empty, walk_copy):
     """With the frames' source images next to the bundle the plate is an image sequence on the scene frames
     (file numbers need not equal frame numbers); without them the plate is frame 1 and a warning says why."""
     import json
@@ -224,7 +224,6 @@ def test_plate_follows_the_frames_when_the_source_images_are_there(bpy_empty, bu
         shown = plate.image.filepath_from_user(image_user=plate.image_user)
         assert shown.endswith(f"plate_{t + 10:04d}.png"), (t, shown)
 
-    addon = __import__("sys").modules["bl_ext.user_default.sapiens2_capture"]
     (walk_copy / "plate_0013.png").unlink()  # one source frame missing: a still of the first frame
     result = addon.build.scene.import_files(
         bpy.context, [walk_copy / "walk.sequence.json"], addon.parse.options.ImportOptions()
