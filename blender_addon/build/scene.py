@@ -268,7 +268,7 @@ def _sequence_armatures(context, sequence: Sequence, frames, options: ImportOpti
         # never measured in any frame keeps its plane placement.
         valid = seen & (scores >= options.keypoint_threshold)
         valid &= measured | ~(valid & measured).any(axis=0)
-        tracks = smooth_tracks(fill_gaps(tracks, valid, fallback), options.smoothing)
+        tracks = smooth_tracks(fill_gaps(tracks, valid, fallback, frames), options.smoothing)
         poses = [_skeleton_pose(hierarchy, tracks[t], options) for t in range(len(frames))]
         heads = np.stack([h for h, _ in poses])
         tails = np.stack([t for _, t in poses])

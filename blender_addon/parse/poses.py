@@ -10,10 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def fill_gaps(tracks: np.ndarray, valid: np.ndarray, fallback: np.ndarray) -> np.ndarray:
-    """(T, K, 3) tracks with invalid samples linearly interpolated in time; never-valid joints get ``fallback``."""
+def fill_gaps(
+    tracks: np.ndarray, valid: np.ndarray, fallback: np.ndarray, times: np.ndarray | None = None
+) -> np.ndarray:
+    """(T, K, 3) tracks with invalid samples linearly interpolated in time; never-valid joints get ``fallback``.
+
+    ``times`` (T,) are the frame numbers (default 0..T-1): a numbered plate keeps its gaps (1001, 1003, 1010),
+    and a joint missing on 1003 lies 2/9 of the way from 1001 to 1010, not halfway."""
     out = tracks.astype(np.float64, copy=True)
-    frames = np.arange(tracks.shape[0])
+    frames = np.arange(tracks.shape[0]) if times is None else np.asarray(times, dtype=np.float64)
     for k in range(tracks.shape[1]):
         ok = valid[:, k]
         if ok.all():

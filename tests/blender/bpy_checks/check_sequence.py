@@ -257,3 +257,30 @@ def test_every_frame_places_joints_the_same_way(bpy_empty, bundles, walk, walk_c
         bpy.context.scene.frame_set(t)
         expected = to_blender(ray * (2.0 + 0.1 * t))
         np.testing.assert_allclose(arm.pose.bones["left_wrist"].head, expected, atol=1e-4)
+
+
+def test_gaps_in_frame_numbers_interpolate_by_frame(bpy_empty, walk, walk_copy, to_blender):
+    """The CLI keeps a numbered plate's gaps (1001, 1003, …): a missing joint is interpolated by frame number."""
+    import json
+
+    index = json.loads((walk_copy / "walk.sequence.json").read_text(encoding="utf-8"))
+    numbers = [1, 2, 4, 10, 11, 12]
+    for entry, number in zip(index["frames"], numbers):
+        entry["frame"] = number
+    (walk_copy / "walk.sequence.json").write_text(json.dumps(index), encoding="utf-8")
+    wrist = walk["names"].index("left_wrist")
+    frame = json.loads((walk_copy / "walk_0003.json").read_text(encoding="utf-8"))
+    frame["people"][0]["keypoints_3d"][wrist] = None
+    (walk_copy / "walk_0003.json").write_text(json.dumps(frame), encoding="utf-8")
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    scene = bpy.context.scene
+    assert (scene.frame_start, scene.frame_end) == (1, 12)
+    scene.frame_set(4)
+    before, after = walk["joints"][1, wrist], walk["joints"][3, wrist]
+    expected = to_blender(before + (4 - 2) / (10 - 2) * (after - before))
+    np.testing.assert_allclose(
+        bpy.data.objects["walk person 0"].pose.bones["left_wrist"].head, expected, atol=1e-4
+    )
