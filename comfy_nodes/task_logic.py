@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ..core.pipeline.predict import PREDICTORS
+from ..core.pipeline.results import PoseResult
 from .boxes import boxes_per_image
 from .imaging import check_image, check_mask, colorize_labels, depth_preview
 from .mask_logic import foreground_masks
@@ -122,6 +123,7 @@ def pose(
     node: str = "Sapiens2 Pose",
 ) -> TaskBatch:
     """Top-down pose: given boxes, else boxes from segmentation (a seg model or seg results), else whole image."""
+    loaded = require_task(loaded, "pose", node)
     rgb = check_image(image, node)
     b, h, w = rgb.shape[:3]
     per_image = boxes_per_image(bboxes, b, w, h, node)
@@ -135,12 +137,28 @@ def pose(
             seg_model, "seg", rgb, node, runtime=runtime, chunk_size=chunk_size
         ).results
 
+    # Frames whose connected boxes are empty (the detector found nobody) have no people: without segmentation
+    # to fall back on, the predictor would otherwise take the whole image as one person.
+    run = [i for i in range(b) if seg_results is not None or per_image is None or per_image[i]]
+
     def options(start: int, stop: int) -> dict[str, Any]:
+        frames = run[start:stop]
         opts: dict[str, Any] = {"flip_test": flip_test}
         if per_image is not None:
-            opts["boxes"] = per_image[start:stop]
+            opts["boxes"] = [per_image[i] for i in frames]
         if seg_results is not None:
-            opts["seg"] = list(seg_results[start:stop])
+            opts["seg"] = [seg_results[i] for i in frames]
         return opts
 
-    return predict_batch(loaded, "pose", rgb, node, runtime=runtime, chunk_size=chunk_size, options=options)
+    if len(run) == b:
+        return predict_batch(
+            loaded, "pose", rgb, node, runtime=runtime, chunk_size=chunk_size, options=options
+        )
+    results: list[Any] = [PoseResult([], (w, h)) for _ in range(b)]
+    if run:
+        found = predict_batch(
+            loaded, "pose", rgb[run], node, runtime=runtime, chunk_size=chunk_size, options=options
+        )
+        for i, result in zip(run, found.results):
+            results[i] = result
+    return TaskBatch("pose", results, loaded.model_record())

@@ -560,3 +560,18 @@ def test_node_modules_are_independent():
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not {name for name in imported if name.startswith("nodes_")}, (path.name, imported)
+
+
+def test_pose_frame_where_the_detector_found_nobody_has_no_people(models):
+    """Connected boxes that are empty for a frame (an empty video frame) mean nobody, not 'the whole image'."""
+    img = torch.rand(2, 64, 48, 3, generator=torch.Generator().manual_seed(4))
+    bboxes = [[{"x": 4, "y": 4, "width": 20, "height": 40}], []]
+    batch = task_logic.pose(models["pose"], img, bboxes=bboxes, flip_test=False, runtime=Runtime())
+    assert len(batch.results[0].people) == 1 and batch.results[1].people == []
+    frames = pose_logic.pose_keypoint_frames(batch)
+    assert frames[1]["people"] == [] and (frames[1]["canvas_width"], frames[1]["canvas_height"]) == (48, 64)
+    # With a seg model connected, an empty frame falls back to the people the segmentation finds.
+    seg = TaskBatch("seg", [SegResult(torch.zeros(64, 48, dtype=torch.int64)) for _ in range(2)])
+    seg.results[1].labels[5:60, 10:40] = 22
+    batch = task_logic.pose(models["pose"], img, bboxes=bboxes, seg=seg, flip_test=False, runtime=Runtime())
+    assert [p.bbox_source for p in batch.results[1].people] == ["seg"]
