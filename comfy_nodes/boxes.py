@@ -2,7 +2,8 @@
 
 ComfyUI core (RT-DETR, SDPose) passes, per image, a list of dicts ``{"x", "y", "width", "height"}`` (extra keys
 such as ``score`` or ``label`` are ignored); a single dict means one box for every image, and a shorter list of
-frames repeats its last entry, as core nodes do.  ``[x1, y1, x2, y2]`` lists are accepted too.
+frames repeats its last entry, as core nodes do.  ``[x1, y1, x2, y2]`` lists are accepted too.  An empty value
+means the detector found nobody: every frame gets no boxes (an unconnected socket is None: no boxes given).
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ def boxes_per_image(value: Any, batch: int, width: int, height: int, node: str) 
     if _is_box(value):
         frames: list[Any] = [[value]]
     elif isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
-        if len(value) == 0:
-            return None
+        if len(value) == 0:  # connected, but the detector found nobody (unconnected is None)
+            return [[] for _ in range(batch)]
         # A flat list of boxes is one frame's boxes (used for every image); otherwise one entry per frame.
         frames = [list(value)] if all(_is_box(v) for v in value) else list(value)
     else:

@@ -205,7 +205,8 @@ def test_bounding_box_values_of_comfyui_core_and_lists():
         [(1.0, 2.0, 11.0, 12.0), (20.0, 20.0, 40.0, 40.0)]
     ]
     assert boxes.boxes_per_image(None, 2, 10, 10, "N") is None
-    assert boxes.boxes_per_image([], 2, 10, 10, "N") is None
+    # A connected detector that found nothing: nobody in any frame (not "no boxes given": that is None).
+    assert boxes.boxes_per_image([], 2, 10, 10, "N") == [[], []]
     with pytest.raises(ValueError, match=r"bboxes\[0\]\[0\]: box dict needs keys x, y, width, height"):
         boxes.boxes_per_image([{"x": 1}], 1, 10, 10, "N")
     # Boxes partly outside the image are clipped; boxes entirely outside are dropped.
