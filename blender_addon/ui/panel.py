@@ -18,6 +18,36 @@ def capture_collection(obj) -> bpy.types.Collection | None:
     return next((c for c in obj.users_collection if "sapiens2" in c), None)
 
 
+def panel_lines(meta, obj, pose_bone=None) -> tuple[list[str], list[str], list[str]]:
+    """(summary lines, model lines, footer lines) the panel shows for an import's metadata; kept apart from
+    ``draw`` so it can be checked headless, where no UI layout exists."""
+    summary = [
+        f"{meta.get('name', '')}  (bundle v{meta.get('version', '?')})",
+        f"Image: {meta.get('width')} x {meta.get('height')} px",
+        f"Camera ({meta.get('camera_source')}): fx {meta.get('fx', 0):.1f}  fy {meta.get('fy', 0):.1f}",
+        f"Principal point: {meta.get('cx', 0):.1f}, {meta.get('cy', 0):.1f}",
+    ]
+    if "pointmap_scale" in meta:
+        summary.append(f"Pointmap scale: {meta['pointmap_scale']:.3f}")
+    summary.append(f"People: {meta.get('people')}   Frames: {meta.get('frames')}")
+    summary.append(f"Layers: {meta.get('layers')}")
+    try:
+        models = json.loads(meta.get("models", "[]"))
+    except ValueError:
+        models = []
+    model_lines = [
+        f"{m.get('task', '?')}: {m.get('size', '?')}  {m.get('checkpoint', '')}"
+        for m in models
+        if isinstance(m, dict)
+    ]
+    footer = [f"Source: {meta.get('source')}"]
+    if obj is not None and "sapiens2_person" in obj:
+        footer.append(f"Person (track) {obj['sapiens2_person']}")
+    if obj is not None and obj.type == "ARMATURE" and pose_bone is not None and "confidence" in pose_bone:
+        footer.append(f"{pose_bone.name}: confidence {pose_bone['confidence']:.2f}")
+    return summary, model_lines, footer
+
+
 class SAPIENS2_PT_capture(bpy.types.Panel):
     bl_label = "Sapiens2 Capture"
     bl_idname = "SAPIENS2_PT_capture"
@@ -32,36 +62,16 @@ class SAPIENS2_PT_capture(bpy.types.Panel):
             layout.label(text="Select an imported Sapiens2 object")
             layout.operator("import_scene.sapiens2_capture", icon="IMPORT")
             return
-        meta = collection["sapiens2"]
-        col = layout.column(align=True)
-        col.label(text=f"{meta.get('name', '')}  (bundle v{meta.get('version', '?')})")
-        col.label(text=f"Image: {meta.get('width')} x {meta.get('height')} px")
-        col.label(
-            text=f"Camera ({meta.get('camera_source')}): fx {meta.get('fx', 0):.1f}  fy {meta.get('fy', 0):.1f}"
+        summary, models, footer = panel_lines(
+            collection["sapiens2"], context.object, context.active_pose_bone
         )
-        col.label(text=f"Principal point: {meta.get('cx', 0):.1f}, {meta.get('cy', 0):.1f}")
-        if "pointmap_scale" in meta:
-            col.label(text=f"Pointmap scale: {meta['pointmap_scale']:.3f}")
-        col.label(text=f"People: {meta.get('people')}   Frames: {meta.get('frames')}")
-        col.label(text=f"Layers: {meta.get('layers')}")
-        try:
-            models = json.loads(meta.get("models", "[]"))
-        except ValueError:
-            models = []
+        col = layout.column(align=True)
+        for line in summary:
+            col.label(text=line)
         if models:
             box = layout.box()
             box.label(text="Models")
-            for model in models:
-                box.label(
-                    text=f"{model.get('task', '?')}: {model.get('size', '?')}  {model.get('checkpoint', '')}"
-                )
-        layout.label(text=f"Source: {meta.get('source')}")
-        obj = context.object
-        if (
-            obj.type == "ARMATURE"
-            and context.active_pose_bone is not None
-            and "confidence" in context.active_pose_bone
-        ):
-            layout.label(
-                text=f"{context.active_pose_bone.name}: confidence {context.active_pose_bone['confidence']:.2f}"
-            )
+            for line in models:
+                box.label(text=line)
+        for line in footer:
+            layout.label(text=line)

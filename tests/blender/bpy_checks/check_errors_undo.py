@@ -84,6 +84,26 @@ def test_panel_finds_the_bundle_metadata(addon, bpy_empty, bundles, read_json):
     assert meta["layers"] == ", ".join(source["layers"])
 
 
+def test_panel_lines_for_the_active_object(addon, bpy_empty, bundles):
+    """What the N-panel draws, from the real imported metadata (headless Blender has no UI layout to draw)."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json")) == {"FINISHED"}
+    arm = bpy.data.objects["tiny person 0"]
+    bpy.data.collections["Sapiens2 tiny"].name = "renamed by the user"
+    collection = addon.ui.panel.capture_collection(arm)
+    summary, models, footer = addon.ui.panel.panel_lines(collection["sapiens2"], arm, arm.pose.bones["nose"])
+    assert summary[:2] == ["tiny  (bundle v1.0)", "Image: 8 x 6 px"]
+    assert "Camera (pointmap): fx 10.0  fy 10.0" in summary and "Pointmap scale: 0.850" in summary
+    assert models == ["pointmap: 0.4b  sapiens2_0.4b_pointmap.safetensors"]
+    assert footer[-1] == "nose: confidence 0.10"
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tracked.sequence.json")) == {
+        "FINISHED"
+    }
+    arm = bpy.data.objects["tracked person 7"]
+    summary, _, footer = addon.ui.panel.panel_lines(addon.ui.panel.capture_collection(arm)["sapiens2"], arm)
+    assert "People: 2   Frames: 5" in summary and "Person (track) 7" in footer
+
+
 def test_scripting_api_without_the_operator(addon, bpy_empty, bundles):
     options = addon.parse.options.ImportOptions(import_mesh=False, import_camera=False)
     result = addon.build.scene.import_files(bpy_empty.context, [bundles / "tiny.json"], options)
