@@ -163,19 +163,19 @@ def import_capture(
         for person in capture.people:
             heads, tails = _skeleton_pose(hierarchy, _person_joints(capture, person, options)[0], options)
             scores = bone_scores(hierarchy, person.keypoints[:, 2])
-            made.append(
-                create_armature(
-                    context,
-                    f"{capture.name} person {person.identity}",
-                    hierarchy,
-                    heads,
-                    tails,
-                    scores,
-                    options.keypoint_threshold,
-                    collection,
-                    created,
-                )
+            obj = create_armature(
+                context,
+                f"{capture.name} person {person.identity}",
+                hierarchy,
+                heads,
+                tails,
+                scores,
+                options.keypoint_threshold,
+                collection,
+                created,
             )
+            obj["sapiens2_person"] = int(person.identity)
+            made.append(obj)
     _tag(made, collection)
     return collection, made
 
