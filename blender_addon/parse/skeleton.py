@@ -56,6 +56,8 @@ _PRIMARY_CHILD = {
 }
 FACE_TAIL_LENGTH = 0.01  # metres, for points that have no child to point at
 MIN_BONE_LENGTH = 1e-3
+# Blender deletes bones shorter than 1e-6 units when it leaves edit mode; stay well above that at any Scale.
+BLENDER_MIN_BONE_LENGTH = 1e-5
 
 
 @dataclass
@@ -255,5 +257,11 @@ def bone_tails(
                 tail = heads[b] + direction / length * max(0.25 * length, 0.01 * unit)
             else:
                 tail = heads[b] + face_direction * FACE_TAIL_LENGTH * unit
+        length = np.linalg.norm(tail - heads[b])
+        if (
+            length < BLENDER_MIN_BONE_LENGTH
+        ):  # a tiny Scale: keep the direction, lengthen to what Blender keeps
+            direction = (tail - heads[b]) / length if length > 0 else face_direction
+            tail = heads[b] + direction * BLENDER_MIN_BONE_LENGTH
         tails[b] = tail
     return tails

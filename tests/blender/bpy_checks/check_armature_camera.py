@@ -71,6 +71,16 @@ def test_hierarchy_names_and_bone_collections(bpy_empty, bundles, read_json):
     assert all(b.length > 0 for b in bones)
 
 
+@pytest.mark.parametrize("scale", [1e-4, 1e4])  # the operator's Scale limits
+def test_every_bone_survives_extreme_scales(bpy_empty, bundles, scale):
+    """Blender silently deletes bones shorter than 1e-6 units: at a tiny Scale short finger/face bones vanished
+    and the import failed with a KeyError."""
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "figure.json", import_mesh=False, global_scale=scale)
+    bones = bpy.data.objects["figure person 0"].data.bones
+    assert len(bones) == 309 and all(b.length > 0 for b in bones)
+
+
 def test_confidence_property_and_low_scores_hidden(bpy_empty, bundles, read_json):
     bpy = bpy_empty
     import_bundle(bpy, bundles / "tiny.json", keypoint_threshold=0.3)
