@@ -62,6 +62,14 @@ class Sapiens2Pose(io.ComfyNode):
                     "controlnet_aux format: keypoints below this score are written as missing (0, 0, 0)."
                 ),
                 chunk_size_input(4),
+                io.Combo.Input(
+                    "when_nobody_found",
+                    options=list(pose_logic.NOBODY),
+                    default=pose_logic.NOBODY[0],
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="A frame where seg_model finds no person: take the whole image as one person (right "
+                    "for single-person crops) or give no people (right for videos where people leave the frame).",
+                ),
             ],
             outputs=[
                 PoseKeypoint.Output(
@@ -86,6 +94,7 @@ class Sapiens2Pose(io.ComfyNode):
         neck_mode,
         score_threshold,
         chunk_size,
+        when_nobody_found=pose_logic.NOBODY[0],
         bboxes=None,
         seg_model=None,
     ) -> io.NodeOutput:
@@ -95,6 +104,7 @@ class Sapiens2Pose(io.ComfyNode):
             bboxes=bboxes,
             seg_model=seg_model,
             flip_test=flip_test,
+            when_nobody=when_nobody_found,
             runtime=ComfyRuntime(cls.hidden.unique_id),
             chunk_size=chunk_size,
         )

@@ -15,6 +15,9 @@ from .types import TaskBatch, require_batch
 DRAW_NODE = "Sapiens2 Draw Pose"
 FLAVOURS = ("core (real scores)", "controlnet_aux (1/0 confidence)")
 NECK_MODES = ("auto", "shoulder midpoint", "anatomical (Sapiens2 neck)")
+# When the segmentation finds nobody in a frame: one whole-image person (single-person crops) or no people.
+NOBODY = ("whole image", "no people")
+NOBODY_KEYS = {NOBODY[0]: "image", NOBODY[1]: "empty"}
 _FLAVOUR_KEYS = {FLAVOURS[0]: "comfyui", FLAVOURS[1]: "controlnet_aux"}
 _NECK_KEYS = {NECK_MODES[0]: "auto", NECK_MODES[1]: "shoulder_midpoint", NECK_MODES[2]: "anatomical"}
 

@@ -18,6 +18,7 @@ from ..core.pipeline.results import PoseResult
 from .boxes import boxes_per_image
 from .imaging import check_image, check_mask, colorize_labels, depth_preview
 from .mask_logic import foreground_masks
+from .pose_logic import NOBODY, NOBODY_KEYS
 from .runtime import Runtime, run_chunked
 from .types import LoadedModel, TaskBatch, require_batch, require_task
 
@@ -118,12 +119,17 @@ def pose(
     seg_model: LoadedModel | None = None,
     seg: TaskBatch | None = None,
     flip_test: bool = True,
+    when_nobody: str = NOBODY[0],
     runtime: Runtime,
     chunk_size: int = 4,
     node: str = "Sapiens2 Pose",
 ) -> TaskBatch:
-    """Top-down pose: given boxes, else boxes from segmentation (a seg model or seg results), else whole image."""
+    """Top-down pose: given boxes, else boxes from segmentation (a seg model or seg results), else whole image.
+
+    ``when_nobody`` decides a frame where the segmentation finds no person: the whole image, or no people."""
     loaded = require_task(loaded, "pose", node)
+    if when_nobody not in NOBODY_KEYS:
+        raise ValueError(f"{node}: unknown when_nobody {when_nobody!r}; choose one of {', '.join(NOBODY)}")
     rgb = check_image(image, node)
     b, h, w = rgb.shape[:3]
     per_image = boxes_per_image(bboxes, b, w, h, node)
@@ -143,7 +149,7 @@ def pose(
 
     def options(start: int, stop: int) -> dict[str, Any]:
         frames = run[start:stop]
-        opts: dict[str, Any] = {"flip_test": flip_test}
+        opts: dict[str, Any] = {"flip_test": flip_test, "if_no_person": NOBODY_KEYS[when_nobody]}
         if per_image is not None:
             opts["boxes"] = [per_image[i] for i in frames]
         if seg_results is not None:

@@ -576,3 +576,10 @@ def test_pose_frame_where_the_detector_found_nobody_has_no_people(models):
     seg.results[1].labels[5:60, 10:40] = 22
     batch = task_logic.pose(models["pose"], img, bboxes=bboxes, seg=seg, flip_test=False, runtime=Runtime())
     assert [p.bbox_source for p in batch.results[1].people] == ["seg"]
+    # Segmentation that finds nobody (frame 0 here): the whole image by default, or nobody when asked.
+    whole = task_logic.pose(models["pose"], img, seg=seg, flip_test=False, runtime=Runtime())
+    assert [p.bbox_source for p in whole.results[0].people] == ["image"]
+    nobody = task_logic.pose(
+        models["pose"], img, seg=seg, flip_test=False, runtime=Runtime(), when_nobody=pose_logic.NOBODY[1]
+    )
+    assert nobody.results[0].people == [] and len(nobody.results[1].people) == 1

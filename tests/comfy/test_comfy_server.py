@@ -25,7 +25,8 @@ EXPECTED = {
     ),
     "Sapiens2Pose": (
         {"model": M, "image": IMG, "bboxes": "BOUNDING_BOX", "seg_model": M, "flip_test": "BOOLEAN",
-         "keypoint_format": "COMBO", "neck_mode": "COMBO", "score_threshold": "FLOAT", "chunk_size": "INT"},
+         "keypoint_format": "COMBO", "neck_mode": "COMBO", "score_threshold": "FLOAT", "chunk_size": "INT",
+         "when_nobody_found": "COMBO"},
         ["POSE_KEYPOINT", "SAPIENS2_POSE"],
     ),
     "Sapiens2DrawPose": (
