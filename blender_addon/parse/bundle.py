@@ -222,6 +222,11 @@ def read_capture(
         raise BundleError(
             f"{path.name}: 'keypoint_names' must be a list of distinct names (they become bone names)."
         )
+    too_long = next((str(n) for n in names if len(str(n).encode("utf-8")) > 63), None)
+    if too_long is not None:
+        raise BundleError(
+            f"{path.name}: keypoint name {too_long!r} is longer than Blender's bone names allow (63 bytes)."
+        )
     skeleton_raw = data.get("skeleton") or []
     try:
         skeleton = [(int(a), int(b)) for a, b in skeleton_raw]

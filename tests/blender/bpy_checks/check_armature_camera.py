@@ -252,3 +252,7 @@ def test_other_keypoint_sets_with_their_own_pelvis(bpy_empty, bundles, tmp_path,
     (tmp_path / "dupes.json").write_text(json.dumps(meta), encoding="utf-8")
     with pytest.raises(RuntimeError, match="distinct names"):
         import_bundle(bpy, tmp_path / "dupes.json")
+    meta["keypoint_names"] = [*names[:-1], "nose_" + "x" * 70]  # Blender would cut the bone name
+    (tmp_path / "long.json").write_text(json.dumps(meta), encoding="utf-8")
+    with pytest.raises(RuntimeError, match="63 bytes"):
+        import_bundle(bpy, tmp_path / "long.json")
