@@ -367,6 +367,10 @@ def import_files(
     parsed = _read_selection([Path(p) for p in paths], result.warnings)  # raises BundleError on any bad file
     created = CreatedData()
     scene_settings = _scene_settings(context.scene)
+    # Leave edit/pose mode first, as Blender's importers do: the import becomes the active object, and an object
+    # left behind in edit mode could not be switched back by the user.
+    if context.object is not None and context.object.mode != "OBJECT" and bpy.ops.object.mode_set.poll():
+        bpy.ops.object.mode_set(mode="OBJECT")
     try:
         for i, item in enumerate(parsed):
 

@@ -162,3 +162,17 @@ def test_imported_objects_are_selected_and_an_armature_active(bpy_empty, bundles
     assert selected == ["tiny camera", "tiny mesh", "tiny person 0"]
     assert bpy.context.view_layer.objects.active.name == "tiny person 0"
     assert bpy.context.object.mode == "OBJECT"
+
+
+def test_an_object_in_edit_mode_is_not_left_behind(bpy_empty, bundles):
+    """The import becomes the active object: the previous one must leave edit mode first, or it stays stuck in
+    it (mode_set on the new active object cannot reach it)."""
+    bpy = bpy_empty
+    bpy.ops.wm.read_homefile(use_empty=False)
+    cube = bpy.data.objects["Cube"]
+    bpy.ops.object.mode_set(mode="EDIT")
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / "tiny.json"), import_armatures=False
+    ) == {"FINISHED"}
+    assert cube.mode == "OBJECT" and bpy.context.mode == "OBJECT"
+    assert bpy.context.view_layer.objects.active.name in {"tiny camera", "tiny mesh"}
