@@ -44,6 +44,23 @@ def test_joint_without_3d_goes_on_its_pixel_ray_at_the_median_depth(
     assert head[1] == pytest.approx(np.median(depths), abs=1e-5)  # Z-up: depth is Blender +Y
 
 
+@pytest.mark.parametrize("up_axis", ["Z", "Y"])
+def test_bone_heads_reproject_onto_their_pixels(bpy_empty, bundles, read_json, project_to_pixels, up_axis):
+    """Through the imported camera every joint lands on the plate pixel its 3D was sampled from (Z and Y up)."""
+    bpy = bpy_empty
+    import_bundle(bpy, bundles / "tiny.json", up_axis=up_axis, global_scale=2.0)
+    meta = read_json(bundles / "tiny.json")
+    person = meta["people"][0]
+    arm = bpy.data.objects["tiny person 0"]
+    names = [n for k, n in enumerate(meta["keypoint_names"]) if person["keypoints_3d"][k] is not None]
+    heads = np.array([arm.matrix_world @ arm.data.bones[n].head_local for n in names])
+    pixels = project_to_pixels(bpy.context.scene, bpy.data.objects["tiny camera"], heads)
+    index = {n: k for k, n in enumerate(meta["keypoint_names"])}
+    expected = np.array([np.floor(person["keypoints"][index[n]][:2]) + 0.5 for n in names])
+    expected[names.index("right_shoulder")] = person["keypoints"][6][:2]  # re-placed on its own ray
+    np.testing.assert_allclose(pixels, expected, atol=1e-4)
+
+
 def test_hierarchy_names_and_bone_collections(bpy_empty, bundles, read_json):
     bpy = bpy_empty
     import_bundle(bpy, bundles / "tiny.json")
