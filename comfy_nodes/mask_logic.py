@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ..core.pipeline.boxes import boxes_from_labels
 from ..core.pipeline.seg_groups import SEG_GROUPS, labels_to_mask, resolve_classes
 from .imaging import feather_mask, grow_mask
 from .types import TaskBatch, require_batch
@@ -52,14 +53,20 @@ def body_part_mask(
     grow: int = 0,
     feather: float = 0.0,
     invert: bool = False,
+    person: int = 0,
     output_device: torch.device | str = "cpu",
 ) -> torch.Tensor:
-    """MASK ``(B, H, W)``: 1 where the selected body parts are (0 there with ``invert``)."""
+    """MASK ``(B, H, W)``: 1 where the selected body parts are (0 there with ``invert``); ``person`` N > 0 keeps
+    only the N-th largest person."""
     seg = require_batch(seg, "seg", NODE, "seg")
     ids = selected_classes(preset, classes, exclude)
+    if person < 0:
+        raise ValueError(f"{NODE}: person must be 0 (everyone) or 1, 2, ... (largest first), got {person}")
     masks = []
     for result in seg.results:
         m = labels_to_mask(result.labels, ids).to(torch.float32)
+        if person:
+            m = m * person_region(result.labels, person)
         m = grow_mask(m, grow)
         if feather > 0:
             m = feather_mask(m, feather)
@@ -70,6 +77,18 @@ def body_part_mask(
             f"{NODE}: the segmentations have different sizes {sorted(sizes)}; cannot form one MASK"
         )
     return torch.stack(masks).to(output_device)
+
+
+def person_region(labels: torch.Tensor, person: int) -> torch.Tensor:
+    """(H, W) float: 1 inside the box of the ``person``-th largest person (people found as Pose finds them from
+    segmentation: connected body regions); all 0 when the frame has fewer people.  Overlapping people share
+    their overlap."""
+    region = torch.zeros(labels.shape, dtype=torch.float32, device=labels.device)
+    boxes = boxes_from_labels(labels)
+    if person <= len(boxes):
+        x1, y1, x2, y2 = boxes[person - 1]
+        region[int(y1) : int(-(-y2 // 1)), int(x1) : int(-(-x2 // 1))] = 1.0
+    return region
 
 
 def foreground_masks(seg: TaskBatch) -> torch.Tensor:

@@ -93,12 +93,21 @@ class Sapiens2BodyPartMask(io.ComfyNode):
                     tooltip="Soft edge width (blur sigma, px).",
                 ),
                 io.Boolean.Input("invert", default=False, tooltip="Select everything except these parts."),
+                io.Int.Input(
+                    "person",
+                    default=0,
+                    min=0,
+                    max=64,
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="0 = everyone. 1 = only the largest person, 2 = the second largest, ... (people are "
+                    "connected body regions, as Pose finds them); a frame with fewer people gives an empty mask.",
+                ),
             ],
             outputs=[io.Mask.Output(id="mask", display_name="mask", tooltip="1 = selected parts.")],
         )
 
     @classmethod
-    def execute(cls, seg, preset, classes, exclude, grow, feather, invert) -> io.NodeOutput:
+    def execute(cls, seg, preset, classes, exclude, grow, feather, invert, person=0) -> io.NodeOutput:
         mask = mask_logic.body_part_mask(
             seg,
             preset=preset,
@@ -107,6 +116,7 @@ class Sapiens2BodyPartMask(io.ComfyNode):
             grow=grow,
             feather=feather,
             invert=invert,
+            person=person,
             output_device=ComfyRuntime().output_device,
         )
         return io.NodeOutput(mask)

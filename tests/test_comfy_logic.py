@@ -583,3 +583,20 @@ def test_pose_frame_where_the_detector_found_nobody_has_no_people(models):
         models["pose"], img, seg=seg, flip_test=False, runtime=Runtime(), when_nobody=pose_logic.NOBODY[1]
     )
     assert nobody.results[0].people == [] and len(nobody.results[1].people) == 1
+
+
+def test_body_part_mask_of_one_person():
+    """'person' N picks the N-th largest person (found as Pose finds them); 0 keeps everyone."""
+    labels = torch.zeros(40, 60, dtype=torch.int64)
+    labels[5:35, 5:25] = 23  # a big person's shirt (left)
+    labels[10:30, 40:52] = 23  # a smaller person's shirt (right)
+    seg = TaskBatch("seg", [SegResult(labels)])
+    everyone = mask_logic.body_part_mask(seg, preset="upper_clothes")
+    largest = mask_logic.body_part_mask(seg, preset="upper_clothes", person=1)
+    second = mask_logic.body_part_mask(seg, preset="upper_clothes", person=2)
+    assert int(everyone.sum()) == 600 + 240
+    assert int(largest.sum()) == 600 and float(largest[0, 20, 10]) == 1.0 and float(largest[0, 20, 45]) == 0.0
+    assert int(second.sum()) == 240 and float(second[0, 20, 45]) == 1.0
+    assert int(mask_logic.body_part_mask(seg, preset="upper_clothes", person=3).sum()) == 0  # nobody: empty
+    inverted = mask_logic.body_part_mask(seg, preset="upper_clothes", person=2, invert=True)
+    assert int(inverted.sum()) == 40 * 60 - 240

@@ -38,7 +38,7 @@ EXPECTED = {
     "Sapiens2Segment": ({"model": M, "image": IMG, "chunk_size": "INT"}, ["SAPIENS2_SEG", IMG, MASK]),
     "Sapiens2BodyPartMask": (
         {"seg": "SAPIENS2_SEG", "preset": "COMBO", "classes": "STRING", "exclude": "STRING", "grow": "INT",
-         "feather": "FLOAT", "invert": "BOOLEAN"},
+         "feather": "FLOAT", "invert": "BOOLEAN", "person": "INT"},
         [MASK],
     ),
     "Sapiens2Normals": (
