@@ -126,10 +126,36 @@ def numbered_sources(sequence: Sequence) -> tuple[Path, int] | None:
     return first, first_number
 
 
+def shared_source(sequence: Sequence) -> Path | None:
+    """The one source file every frame names (a video the CLI read frame by frame), if it is next to the bundle."""
+    sources = {(c.metadata.get("image") or {}).get("source") for c in sequence.frames}
+    if len(sources) != 1:
+        return None
+    source = sources.pop()
+    if not isinstance(source, str) or not source or Path(source).name != source:
+        return None
+    path = sequence.path.parent / source
+    return path if path.is_file() else None
+
+
 def add_sequence_plate(cam: bpy.types.Camera, sequence: Sequence, created: CreatedData) -> list[str]:
-    """The source frames as an image-sequence plate that follows the scene frame; else frame 1 (with a warning)."""
+    """The source frames as an image-sequence plate that follows the scene frame, or the source video (frame n
+    of the bundle = frame n of the video, as the CLI numbers them); else frame 1 (with a warning)."""
     found = numbered_sources(sequence)
     first = sequence.frames[0]
+    video = shared_source(sequence) if found is None else None
+    if video is not None:
+        try:
+            image = created.add("images", bpy.data.images.load(str(video), check_existing=False))
+        except RuntimeError:  # not an image or a video Blender can read: fall back to the EXR's frame 1
+            image = None
+        if image is not None:
+            plate = add_plate(cam, image)
+            if image.source == "MOVIE":
+                plate.image_user.frame_start = 1
+                plate.image_user.frame_offset = 0
+                plate.image_user.frame_duration = max(image.frame_duration, sequence.frames[-1].frame)
+            return []
     if found is not None:
         path, number = found
         image = created.add("images", bpy.data.images.load(str(path), check_existing=False))

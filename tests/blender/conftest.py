@@ -82,6 +82,21 @@ def _write_bad_bundles(folder: Path, sc) -> None:
     (folder / "brokenseq_0002.exr").unlink()
 
 
+def _write_clip(path: Path, frames: int) -> None:
+    """A tiny video (PyAV, from the test extra) for the movie-plate check; skipped there when av is missing."""
+    try:
+        import av
+    except ImportError:
+        return
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=12)
+        stream.width, stream.height, stream.pix_fmt = 32, 32, "yuv420p"
+        for i in range(frames):
+            image = np.full((32, 32, 3), 40 * i, dtype=np.uint8)
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        container.mux(stream.encode())
+
+
 def _expected_tiny(sc) -> dict[str, np.ndarray]:
     """What the tiny bundle must import as: the source arrays at the precision the writer stores them."""
     from sapiens2_studio.core.formats.exr import srgb_to_linear
@@ -123,6 +138,7 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
     sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)
     _write_bad_bundles(bundles, sc)
+    _write_clip(bundles / "walkclip.mp4", frames=6)
     np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))
     user = root / "blender_user"
     user.mkdir()

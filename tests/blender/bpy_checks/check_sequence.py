@@ -284,3 +284,28 @@ def test_gaps_in_frame_numbers_interpolate_by_frame(bpy_empty, walk, walk_copy, 
     np.testing.assert_allclose(
         bpy.data.objects["walk person 0"].pose.bones["left_wrist"].head, expected, atol=1e-4
     )
+
+
+def test_plate_plays_the_source_video(bpy_empty, bundles, walk_copy):
+    """A sequence the CLI read from a video names the video in every frame: the plate plays it, frame n of the
+    bundle on frame n of the video."""
+    import json
+    import shutil
+
+    if not (bundles / "walkclip.mp4").is_file():
+        pytest.skip("PyAV (test extra) is needed to write the test video")
+    shutil.copy(bundles / "walkclip.mp4", walk_copy / "walkclip.mp4")
+    for t in range(1, FRAMES + 1):
+        path = walk_copy / f"walk_{t:04d}.json"
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        meta["image"]["source"] = "walkclip.mp4"
+        path.write_text(json.dumps(meta), encoding="utf-8")
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    plate = bpy.context.scene.camera.data.background_images[0]
+    assert plate.image.source == "MOVIE"
+    for t in range(1, FRAMES + 1):
+        bpy.context.scene.frame_set(t)
+        assert plate.image_user.frame_current == t
