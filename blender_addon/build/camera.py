@@ -174,8 +174,8 @@ def add_sequence_plate(cam: bpy.types.Camera, sequence: Sequence, created: Creat
     if len(sequence.frames) < 2:
         return []
     return [
-        f"{sequence.path.name}: the camera plate shows frame {first.frame} only. Put the source frames "
-        "(the files named in each frame's image.source, e.g. "
+        f"{sequence.path.name}: the camera plate shows frame {first.frame} only. Put the source frames or "
+        "video (named in each frame's image.source, e.g. "
         f"{(first.metadata.get('image') or {}).get('source') or 'frame_0001.png'}) next to the bundle to get "
         "a moving plate."
     ]
