@@ -163,9 +163,9 @@ def relight_batch(
         fg_srgb = linear_to_srgb(shaded.radiance * gain)
         back = background[i] if background is not None else image[i]
         relit.append(composite(fg_srgb, back, fg))
-        backdrop = relight(
-            backdrop_normals(h, w),
-            torch.ones(h, w, 3),
+        backdrop = relight(  # on the normals' device: --gpu-only keeps node outputs on the GPU
+            backdrop_normals(h, w, device=n.device),
+            torch.ones(h, w, 3, device=n.device),
             lights=lights,
             sh_coeffs=sh,
             ambient=ambient_rgb,

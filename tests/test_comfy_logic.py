@@ -600,3 +600,19 @@ def test_body_part_mask_of_one_person():
     assert int(mask_logic.body_part_mask(seg, preset="upper_clothes", person=3).sum()) == 0  # nobody: empty
     inverted = mask_logic.body_part_mask(seg, preset="upper_clothes", person=2, invert=True)
     assert int(inverted.sum()) == 40 * 60 - 240
+
+
+def test_relight_and_masks_keep_inputs_on_their_device():
+    """With --gpu-only, ComfyUI keeps node outputs (normals, images) on the GPU; no step may create CPU tensors
+    next to them.  The 'meta' device stands in for the GPU here: any CPU tensor mixed in raises."""
+    meta = torch.device("meta")
+    normals = TaskBatch("normal", [NormalResult(torch.zeros(8, 8, 3, device=meta), None)])
+    lights = relight_logic.add_light(None, 30.0, 10.0, "#ffffff", 1.0)
+    relit, light_map = relight_logic.relight_batch(
+        normals, torch.zeros(1, 8, 8, 3, device=meta), lights=lights, runtime=Runtime(meta, meta)
+    )
+    assert relit.device == meta and light_map.device == meta and relit.shape == (1, 8, 8, 3)
+    seg = TaskBatch("seg", [SegResult(torch.zeros(8, 8, dtype=torch.int64, device=meta))])
+    mask = mask_logic.body_part_mask(seg, preset="upper_clothes", grow=2, feather=1.0, output_device=meta)
+    assert mask.device == meta and mask.shape == (1, 8, 8)
+    assert normal_images(normals, CONVENTIONS[0]).device == meta
