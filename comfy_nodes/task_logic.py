@@ -156,15 +156,24 @@ def pose(
             opts["seg"] = [seg_results[i] for i in frames]
         return opts
 
-    if len(run) == b:
-        return predict_batch(
-            loaded, "pose", rgb, node, runtime=runtime, chunk_size=chunk_size, options=options
-        )
     results: list[Any] = [PoseResult([], (w, h)) for _ in range(b)]
     if run:
+        frames = rgb if len(run) == b else rgb[run]  # no copy of a whole video batch
         found = predict_batch(
-            loaded, "pose", rgb[run], node, runtime=runtime, chunk_size=chunk_size, options=options
+            loaded, "pose", frames, node, runtime=runtime, chunk_size=chunk_size, options=options
         )
         for i, result in zip(run, found.results):
             results[i] = result
+    _report_warnings(results, runtime, node)
     return TaskBatch("pose", results, loaded.model_record())
+
+
+def _report_warnings(results: list[Any], runtime: Runtime, node: str) -> None:
+    """Show the pipeline's per-frame warnings (e.g. 'found no person; used the whole image') once per kind."""
+    frames: dict[str, list[int]] = {}
+    for i, result in enumerate(results):
+        for warning in getattr(result, "warnings", None) or []:
+            frames.setdefault(warning, []).append(i + 1)
+    for warning, where in frames.items():
+        listed = ", ".join(map(str, where[:10])) + (f" and {len(where) - 10} more" if len(where) > 10 else "")
+        runtime.note(f"{node}: frame {listed}: {warning}")

@@ -577,8 +577,10 @@ def test_pose_frame_where_the_detector_found_nobody_has_no_people(models):
     batch = task_logic.pose(models["pose"], img, bboxes=bboxes, seg=seg, flip_test=False, runtime=Runtime())
     assert [p.bbox_source for p in batch.results[1].people] == ["seg"]
     # Segmentation that finds nobody (frame 0 here): the whole image by default, or nobody when asked.
-    whole = task_logic.pose(models["pose"], img, seg=seg, flip_test=False, runtime=Runtime())
+    runtime = Runtime()
+    whole = task_logic.pose(models["pose"], img, seg=seg, flip_test=False, runtime=runtime)
     assert [p.bbox_source for p in whole.results[0].people] == ["image"]
+    assert len(runtime.notes) == 1 and "frame 1" in runtime.notes[0] and "whole image" in runtime.notes[0]
     nobody = task_logic.pose(
         models["pose"], img, seg=seg, flip_test=False, runtime=Runtime(), when_nobody=pose_logic.NOBODY[1]
     )
