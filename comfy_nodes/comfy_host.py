@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from .loader_logic import missing_checkpoint_hint
 from .runtime import Runtime
 from .types import LoadedModel
 
@@ -59,7 +60,7 @@ def resolve_checkpoint(name: str) -> str:
     if path is None:
         raise FileNotFoundError(
             f"Sapiens2 checkpoint '{name}' was not found in {', '.join(model_folders())}; put the .safetensors file "
-            "there (subfolders are fine) and press R in ComfyUI to refresh the list"
+            f"there (subfolders are fine) and press R in ComfyUI to refresh the list{missing_checkpoint_hint(name)}"
         )
     return path
 

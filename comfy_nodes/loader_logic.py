@@ -94,6 +94,24 @@ def download_target(task: str, size: str, folder: str | os.PathLike) -> Path | N
         return None
 
 
+def missing_checkpoint_hint(name: str) -> str:
+    """For a missing file named like an official one (``sapiens2_1b_pose.safetensors``, as the example workflows
+    name them), how to fetch it with the download entry; '' otherwise."""
+    stem = Path(name).name.removesuffix(".safetensors")
+    parts = stem.split("_")
+    if len(parts) != 3 or parts[0] != "sapiens2":
+        return ""
+    size, task = parts[1], parts[2]
+    try:
+        hub.checkpoint_ref(task, size)
+    except hub.HubError:
+        return ""
+    return (
+        f", or set 'checkpoint' to '{DOWNLOAD_CHOICE}' with download_task '{task}' and download_size '{size}' to "
+        "fetch the official file"
+    )
+
+
 def checkpoint_fingerprint(path: str | os.PathLike | None) -> str:
     """Cheap identity of a checkpoint file for ComfyUI's cache: path, size and modification time.
 

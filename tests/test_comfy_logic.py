@@ -618,3 +618,15 @@ def test_relight_and_masks_keep_inputs_on_their_device():
     mask = mask_logic.body_part_mask(seg, preset="upper_clothes", grow=2, feather=1.0, output_device=meta)
     assert mask.device == meta and mask.shape == (1, 8, 8)
     assert normal_images(normals, CONVENTIONS[0]).device == meta
+
+
+def test_a_missing_official_checkpoint_points_to_the_download_entry():
+    hint = loader_logic.missing_checkpoint_hint("sapiens2_1b_pose.safetensors")
+    assert (
+        loader_logic.DOWNLOAD_CHOICE in hint
+        and "download_task 'pose'" in hint
+        and "download_size '1b'" in hint
+    )
+    assert "download_task 'seg'" in loader_logic.missing_checkpoint_hint("seg/sapiens2_0.4b_seg.safetensors")
+    assert loader_logic.missing_checkpoint_hint("my_finetune.safetensors") == ""
+    assert loader_logic.missing_checkpoint_hint("sapiens2_1b_albedo.safetensors") == ""  # nothing to download
