@@ -104,6 +104,9 @@ def colorize_labels(
     return image * (1.0 - opacity) + colours * opacity
 
 
+QUANTILE_SAMPLES = 1_000_000  # depth values the 1st/99th percentiles are estimated from
+
+
 def depth_preview(
     depths: list[torch.Tensor],
     valid: list[torch.Tensor],
@@ -111,14 +114,16 @@ def depth_preview(
     near_bright: bool = True,
     per_image: bool = False,
 ) -> torch.Tensor:
-    """Depth maps -> grey IMAGE batch; normalised over the whole batch (no video flicker) unless ``per_image``."""
+    """Depth maps -> grey IMAGE batch; normalised over the whole batch (no video flicker) unless ``per_image``.
+
+    The batch range comes from a bounded sample of every frame, so a long video never concatenates all its pixels.
+    """
     if per_image:
-        ranges = [_depth_range(d, v) for d, v in zip(depths, valid)]
+        ranges = [_depth_range(_valid_sample(d, v, QUANTILE_SAMPLES, 0)) for d, v in zip(depths, valid)]
     else:
-        joint = _depth_range(
-            torch.cat([d.flatten() for d in depths]), torch.cat([v.flatten() for v in valid])
-        )
-        ranges = [joint] * len(depths)
+        share = max(1, QUANTILE_SAMPLES // len(depths))
+        samples = [_valid_sample(d, v, share, i) for i, (d, v) in enumerate(zip(depths, valid))]
+        ranges = [_depth_range(torch.cat(samples))] * len(depths)
     out = []
     for d, v, (lo, hi) in zip(depths, valid, ranges):
         t = ((d - lo) / max(hi - lo, 1e-6)).clamp(0.0, 1.0)
@@ -129,13 +134,20 @@ def depth_preview(
     return torch.stack(out).to(torch.float32)
 
 
-def _depth_range(depth: torch.Tensor, valid: torch.Tensor) -> tuple[float, float]:
-    vals = depth[valid]
-    if vals.numel() == 0:
+def _valid_sample(depth: torch.Tensor, valid: torch.Tensor, count: int, seed: int) -> torch.Tensor:
+    """At most ``count`` of the valid depth values of one frame (all of them when there are fewer)."""
+    values = depth[valid].float()
+    if values.numel() <= count:
+        return values
+    picks = torch.randperm(values.numel(), generator=torch.Generator().manual_seed(seed))[:count]
+    return values[picks.to(values.device)]
+
+
+def _depth_range(values: torch.Tensor) -> tuple[float, float]:
+    """1st and 99th percentile of (already sampled) valid depth values; (0, 1) when there are none."""
+    if values.numel() == 0:
         return 0.0, 1.0
-    if vals.numel() > 1_000_000:  # quantile needs a bounded sample
-        vals = vals[torch.randperm(vals.numel(), generator=torch.Generator().manual_seed(0))[:1_000_000]]
-    lo, hi = torch.quantile(vals.float(), torch.tensor([0.01, 0.99], device=vals.device)).tolist()
+    lo, hi = torch.quantile(values, torch.tensor([0.01, 0.99], device=values.device)).tolist()
     return lo, hi
 
 

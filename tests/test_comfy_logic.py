@@ -630,3 +630,21 @@ def test_a_missing_official_checkpoint_points_to_the_download_entry():
     assert "download_task 'seg'" in loader_logic.missing_checkpoint_hint("seg/sapiens2_0.4b_seg.safetensors")
     assert loader_logic.missing_checkpoint_hint("my_finetune.safetensors") == ""
     assert loader_logic.missing_checkpoint_hint("sapiens2_1b_albedo.safetensors") == ""  # nothing to download
+
+
+def test_depth_preview_of_a_long_video_samples_each_frame(monkeypatch):
+    """The batch-wide depth range must not concatenate every pixel of every frame (300 frames of 1080p would be
+    2.4 GB): each frame contributes a bounded sample, and the range stays right."""
+    seen = []
+    original = imaging._depth_range
+    monkeypatch.setattr(
+        imaging, "_depth_range", lambda values: seen.append(values.numel()) or original(values)
+    )
+    frames = [torch.linspace(1.0, 5.0, 600 * 600).reshape(600, 600) + k * 0.01 for k in range(4)]
+    valid = [torch.ones(600, 600, dtype=torch.bool)] * 4
+    preview = imaging.depth_preview(frames, valid)
+    assert max(seen) <= 1_000_000
+    assert preview.shape == (4, 600, 600, 3)
+    assert float(preview[0, 0, 0, 0]) == pytest.approx(1.0) and float(preview[0, -1, -1, 0]) == pytest.approx(
+        0.0
+    )
