@@ -31,6 +31,28 @@ def build(size: str, task: str, device: torch.device, dtype: torch.dtype) -> Sap
     return randomize_(model).eval().requires_grad_(False)
 
 
+def attention_kernels(model: Sapiens2Model, batch: int, height: int, width: int, device, dtype) -> dict:
+    """Which fused SDPA kernels accept this model's attention shapes (flash, cuDNN, memory-efficient, math)."""
+    from sapiens2_studio.core.arch.attention import attend
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    cfg = model.cfg.backbone
+    tokens = (height // cfg.patch_size) * (width // cfg.patch_size) + cfg.num_prefix_tokens
+    q = torch.randn(batch, cfg.num_heads, tokens, cfg.head_dim, device=device, dtype=dtype)
+    result = {}
+    for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH"):
+        backend = getattr(SDPBackend, name, None)
+        if backend is None:
+            continue
+        try:
+            with sdpa_kernel(backend), torch.inference_mode():
+                attend(q, q, q)
+            result[name.lower()] = "ok"
+        except RuntimeError as exc:
+            result[name.lower()] = f"no: {str(exc).splitlines()[0][:80]}"
+    return result
+
+
 def bench_one(args, size: str, task: str, batch: int, device, dtype) -> dict:
     model = build(size, task, device, dtype)
     if args.pad_head_dim:
@@ -65,6 +87,7 @@ def bench_one(args, size: str, task: str, batch: int, device, dtype) -> dict:
         row["mfu"] = row["achieved_backbone_tflop_s"] / args.peak_tflops
     if device.type == "cuda":
         row["peak_gpu_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+        row["sdpa_kernels"] = attention_kernels(model, batch, height, width, device, dtype)
     if args.official and task == "pretrain":
         row.update(side_by_side(args, model, x, seconds, device))
     return row

@@ -128,3 +128,19 @@ def test_fp16_overflow_is_reported_not_returned():
     hot = load_model(state, dtype="fp16")
     with pytest.raises(FloatingPointError, match="bfloat16"), torch.no_grad():
         hot(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_half_split_rope_equals_the_reference_formula_bit_for_bit(dtype):
+    """The fused RoPE (halves, no rotate_half tensor, no concatenations) equals x*cos + rotate_half(x)*sin."""
+    from sapiens2_studio.core.arch.rope import RopeEmbedding, apply_rope, rotate_half
+
+    rope = RopeEmbedding(16)
+    sin, cos = rope(height=8, width=6)
+    q, k = (torch.randn(2, 4, 9 + 48, 16, dtype=dtype) for _ in range(2))
+    fused_q, fused_k = apply_rope(q, k, sin, cos)
+    for x, fused in ((q, fused_q), (k, fused_k)):
+        xr = x.to(sin.dtype)
+        patches = xr[..., 9:, :]
+        expected = torch.cat((xr[..., :9, :], patches * cos + rotate_half(patches) * sin), dim=-2).to(dtype)
+        assert torch.equal(fused, expected)
