@@ -144,3 +144,20 @@ def test_half_split_rope_equals_the_reference_formula_bit_for_bit(dtype):
         patches = xr[..., 9:, :]
         expected = torch.cat((xr[..., :9, :], patches * cos + rotate_half(patches) * sin), dim=-2).to(dtype)
         assert torch.equal(fused, expected)
+
+
+def test_fused_qkv_follows_model_moves_and_releases_stale_copies(gqa_model_state):
+    model = load_model(gqa_model_state)
+    x = torch.randn(1, 3, 64, 48)
+    with torch.no_grad():
+        ref = model(x)
+    model.to(torch.float64)  # a whole-model move re-fuses on the new storage
+    attn = model.backbone.blocks[1].attn
+    assert attn._fused is not None and attn._fused[0].dtype == torch.float64 and attn._fused_is_current()
+    with torch.no_grad():
+        assert rel(model(x.double()), ref) < 1e-5
+    for child in attn.children():  # modules moved one by one (ComfyUI-style): the stale fused copy is dropped
+        child.to(torch.float32)
+    with torch.no_grad():
+        attn(torch.randn(1, 5, 48))
+    assert attn._fused is None

@@ -84,7 +84,8 @@ class GroupedQueryAttention(nn.Module):
 
     def fuse_qkv_(self) -> None:
         """Make q/k/v one GEMM: their weights become views into one (q+k+v, C) tensor, so no memory is added
-        and the state dict keeps its keys.  Call again after moving the model (`Sapiens2Model.fuse_qkv_`)."""
+        and the state dict keeps its keys.  Moving the whole model re-fuses (`_apply`); moving q/k/v one by one
+        (as ComfyUI's ModelPatcher does) drops the fused copy and falls back to three GEMMs."""
         with torch.no_grad():
             weight = torch.cat((self.wq.weight, self.wk.weight, self.wv.weight))
             bias = torch.cat((self.wq.bias, self.wk.bias, self.wv.bias))
@@ -107,10 +108,29 @@ class GroupedQueryAttention(nn.Module):
             linear.bias = nn.Parameter(b, requires_grad=False)
         self._fused = (weight, bias)
 
+    def _fused_is_current(self) -> bool:
+        """True while all six q/k/v tensors are still views of the fused pair (no module was moved on its own)."""
+        weight, bias = self._fused
+        return all(
+            linear.weight.untyped_storage().data_ptr() == weight.untyped_storage().data_ptr()
+            and linear.bias.untyped_storage().data_ptr() == bias.untyped_storage().data_ptr()
+            for linear in (self.wq, self.wk, self.wv)
+        )
+
+    def _apply(self, fn, recurse=True):
+        """`model.to(...)` gives each parameter new storage: fuse again on the new device/dtype."""
+        was_fused = self._fused is not None
+        self._fused = None
+        result = super()._apply(fn, recurse)
+        if was_fused and self.wq.weight.device.type != "meta":
+            self.fuse_qkv_()
+        return result
+
     def _project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        fused = self._fused
-        if fused is not None and fused[0].data_ptr() == self.wq.weight.data_ptr():
-            return F.linear(x, *fused).split(self._qkv_rows, dim=-1)
+        if self._fused is not None:
+            if self._fused_is_current():
+                return F.linear(x, *self._fused).split(self._qkv_rows, dim=-1)
+            self._fused = None  # stale copy on the old device: release it rather than keep two
         return self.wq(x), self.wk(x), self.wv(x)
 
     def _split(self, x: Tensor, heads: int) -> Tensor:
