@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from .attention import ATTENTION_BACKENDS, GroupedQueryAttention
 from .backbone import Sapiens2Backbone
 from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
 from .heads import DenseHead, HeatmapHead
@@ -135,29 +136,27 @@ class Sapiens2Model(nn.Module):
 
     def set_attention(self, backend: str = "sdpa", *, pad_head_dim_to: int = 0) -> None:
         """Choose the attention backend for every block ("sdpa" or "math") and optional head-dim padding."""
-        from .attention import ATTENTION_BACKENDS
-
         if backend not in ATTENTION_BACKENDS:
             raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
-        for module in self.modules():
-            if hasattr(module, "pad_head_dim_to") and hasattr(module, "backend"):
-                module.backend = backend
-                module.pad_head_dim_to = pad_head_dim_to
+        for module in self._attention_modules():
+            module.backend = backend
+            module.pad_head_dim_to = pad_head_dim_to
+
+    def _attention_modules(self) -> list[GroupedQueryAttention]:
+        return [m for m in self.modules() if isinstance(m, GroupedQueryAttention)]
 
     def fuse_qkv_(self) -> Sapiens2Model:
         """One q/k/v GEMM per block (weights become views of one tensor: no extra memory, same keys)."""
         if self.device.type != "meta":
-            for module in self.modules():
-                if hasattr(module, "fuse_qkv_") and module is not self:
-                    module.fuse_qkv_()
+            for module in self._attention_modules():
+                module.fuse_qkv_()
         return self
 
     def materialize_(self, device: torch.device) -> Sapiens2Model:
         """Allocate uninitialised storage for a meta-built model, q/k/v already fused, so that loading writes each
         weight once into its final place (peak host memory = the weights, nothing more)."""
-        for module in self.modules():
-            if hasattr(module, "allocate_fused_qkv_"):
-                module.allocate_fused_qkv_(device)
+        for module in self._attention_modules():
+            module.allocate_fused_qkv_(device)
         for module in self.modules():
             for name, param in list(module._parameters.items()):
                 if param is not None and param.is_meta:
