@@ -6,14 +6,13 @@ black for normals/depth, keypoints below a score threshold are not drawn.
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-_DATA = Path(__file__).resolve().parent.parent / "core" / "data"
+from ..core.data import keypoints308, seg29
 
 # Control points of a perceptual dark-to-bright colour ramp (near = bright yellow, far = dark purple).
 _RAMP = np.array(
@@ -30,14 +29,8 @@ _RAMP = np.array(
 
 
 @lru_cache(maxsize=1)
-def _pose_meta() -> dict[str, Any]:
-    return json.loads((_DATA / "keypoints308.json").read_text(encoding="utf-8"))
-
-
-@lru_cache(maxsize=1)
 def _palette() -> np.ndarray:
-    seg = json.loads((_DATA / "seg29.json").read_text(encoding="utf-8"))
-    return np.array(seg["palette_rgb"], dtype=np.uint8)
+    return np.array(seg29()["palette_rgb"], dtype=np.uint8)
 
 
 def seg_colors(labels: np.ndarray) -> np.ndarray:
@@ -93,7 +86,7 @@ def draw_pose(image: np.ndarray, people: list[Any], score_threshold: float = 0.3
     """Draw boxes, skeleton links and keypoints (official colours) over a copy of the image."""
     from PIL import Image, ImageDraw
 
-    meta = _pose_meta()
+    meta = keypoints308()
     links = meta["skeleton_links"]
     link_colors = [tuple(c) for c in meta["skeleton_link_colors_rgb"]]
     point_colors = [tuple(c) for c in meta["keypoint_colors_rgb"]]

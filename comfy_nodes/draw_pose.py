@@ -5,15 +5,12 @@ on), or the full Sapiens2 308-keypoint skeleton from raw results.  Pillow only.
 from __future__ import annotations
 
 import colorsys
-import functools
-import json
-from importlib import resources
 from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
 
-from ..core import data as core_data
+from ..core.data import keypoints308
 
 # OpenPose COCO-18 limbs (0-based) and their standard colours, as drawn by the OpenPose/ControlNet annotators.
 OPENPOSE_LIMBS = (
@@ -29,10 +26,8 @@ HAND_EDGES = tuple((0 if j % 4 == 0 else j, j + 1) for j in range(20))
 FEET_LINKS = ((13, 0), (13, 1), (13, 2), (10, 3), (10, 4), (10, 5))  # ankle -> big toe, small toe, heel
 
 
-@functools.lru_cache(maxsize=1)
 def keypoint_metadata() -> dict[str, Any]:
-    text = resources.files(core_data).joinpath("keypoints308.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return keypoints308()
 
 
 def _triples(flat: Any) -> np.ndarray | None:

@@ -7,14 +7,10 @@ shares them between consumers, so inputs are never changed in place.
 
 from __future__ import annotations
 
-import functools
-import json
-from importlib import resources
-
 import torch
 import torch.nn.functional as F
 
-from ..core import data as core_data
+from ..core.data import seg29
 from ..core.shading.shadows import gaussian_blur
 
 
@@ -81,12 +77,9 @@ def check_same_size(name: str, value: torch.Tensor, image: torch.Tensor, node: s
     return match_batch(name, value, image.shape[0], node)
 
 
-@functools.lru_cache(maxsize=1)
 def seg_metadata() -> dict:
     """Class names and palette of the 29 Sapiens2 body-part classes (core/data/seg29.json)."""
-    # Relative to the package object: inside ComfyUI the pack is imported under a path-derived module name.
-    text = resources.files(core_data).joinpath("seg29.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    return seg29()
 
 
 def seg_palette(device=None) -> torch.Tensor:

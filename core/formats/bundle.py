@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..data import keypoints308, seg29
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
 
 __all__ = [
@@ -58,7 +59,6 @@ _CONVENTIONS = {
     "pixel_origin": "top-left corner",
     "color": "scene-linear (sRGB primaries)",
 }
-_DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
 
 class BundleError(ValueError):
@@ -139,8 +139,7 @@ def _to_numpy(value: Any) -> np.ndarray:
 @lru_cache(maxsize=1)
 def metadata_tables() -> tuple[list[str], list[list[int]], list[dict[str, Any]]]:
     """(keypoint names, skeleton links, seg classes) as written into every bundle."""
-    kp = json.loads((_DATA_DIR / "keypoints308.json").read_text(encoding="utf-8"))
-    seg = json.loads((_DATA_DIR / "seg29.json").read_text(encoding="utf-8"))
+    kp, seg = keypoints308(), seg29()
     return kp["keypoint_names"], [list(map(int, link)) for link in kp["skeleton_links"]], seg["classes"]
 
 
