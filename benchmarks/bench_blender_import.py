@@ -71,9 +71,10 @@ def _synthetic():
     return module
 
 
-def build_zip(folder: Path) -> Path:
+def build_zip(python: str, folder: Path) -> Path:
+    """The extension zip, built by the Python that has bpy (the build uses the wheel's own extension CLI)."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(folder)],
+        [python, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(folder)],
         check=True,
         capture_output=True,
         text=True,
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sapiens2_bench_blender_") as tmp:
         folder = Path(tmp)
-        zip_path = build_zip(folder / "dist")
+        zip_path = build_zip(args.python, folder / "dist")
         for size in args.sizes.split(","):
             height, width = (int(v) for v in size.lower().split("x"))
             start = time.perf_counter()
