@@ -66,8 +66,12 @@ FIT = """() => {
 }"""
 
 
-def chromium_path() -> str | None:
-    return os.environ.get("SAPIENS2_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+def chromium_path(hint: str | None = None) -> str | None:
+    """SAPIENS2_CHROMIUM, else the one the host manifest names, else Debian's on PATH."""
+    for candidate in (os.environ.get("SAPIENS2_CHROMIUM"), hint):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @dataclass
