@@ -167,10 +167,12 @@ def browser_module():
 
 @pytest.fixture(scope="session")
 def chromium(browser_module):
-    """Chromium (Debian's, or SAPIENS2_CHROMIUM) and Python playwright, or skip/fail with how to get them."""
+    """One headless Chromium (Debian's, or SAPIENS2_CHROMIUM) driven by Python playwright for every page of the
+    session, or skip/fail with how to get them."""
     if importlib.util.find_spec("playwright") is None:
         unavailable("Python playwright is not installed (pip install playwright; never 'playwright install')")
     found = browser_module.chromium_path(MATRIX.chromium)
     if found is None:
         unavailable("no Chromium binary (Debian: apt-get install chromium, or set SAPIENS2_CHROMIUM)")
-    return found
+    with browser_module.Browser(found) as browser:
+        yield browser
