@@ -46,6 +46,7 @@ class Step:
     deps: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
     junit: bool = False  # a pytest leg: its counts go into the summary
+    cpu: bool = False  # CPU-bound (tests, lint): shares the one-per-core slots; set-ups have their own
     manifest: bool = False  # reads .hosts/hosts.json: written (again) just before it starts
     label: str = ""
     skip: str = ""  # why this step cannot run on this machine (reported, never silent)
@@ -102,14 +103,10 @@ def steps() -> list[Step]:
         Step("setup-frontend", [*hosts, "frontend", NEWEST_FRONTEND], deps=("venv",),
              env={"PIP_PYTHON": str(VENV_PY)}, label=f"frontend {NEWEST_FRONTEND}"),
     ]  # fmt: skip
-    out.append(Step("lint", [str(REPO / ".venv/bin/ruff"), "check", "."], deps=("venv",), label="ruff check"))
+    ruff = str(REPO / ".venv/bin/ruff")
+    out.append(Step("lint", [ruff, "check", "."], deps=("venv",), cpu=True, label="ruff check"))
     out.append(
-        Step(
-            "format",
-            [str(REPO / ".venv/bin/ruff"), "format", "--check", "."],
-            deps=("venv",),
-            label="ruff format",
-        )
+        Step("format", [ruff, "format", "--check", "."], deps=("venv",), cpu=True, label="ruff format")
     )
     for version, minor in BLENDER:
         python = find_python(minor)
@@ -120,16 +117,16 @@ def steps() -> list[Step]:
     for version in COMFYUI:
         out.append(
             Step(f"comfyui-{version}", pytest("tests/comfy"), deps=(*comfy_setup, f"setup-comfyui-{version}"),
-                 env={"SAPIENS2_COMFY_HOSTS": version}, junit=True, manifest=True, label=f"ComfyUI {version}")
+                 env={"SAPIENS2_COMFY_HOSTS": version}, junit=True, cpu=True, manifest=True, label=f"ComfyUI {version}")
         )  # fmt: skip
     out.append(Step("unit", pytest("tests", "--ignore=tests/comfy", "--ignore=tests/blender"), deps=("venv",),
-                    junit=True, label="core, CLI, formats, nodes without ComfyUI"))  # fmt: skip
+                    junit=True, cpu=True, label="core, CLI, formats, nodes without ComfyUI"))  # fmt: skip
     for version, minor in BLENDER:
         out.append(
             Step(f"blender-{version}", pytest("tests/blender"), deps=("venv", f"setup-bpy-{version}"),
                  env={"SAPIENS2_BLENDER_PYTHON": str(HOSTS / f"bpy-{version}/bin/python"),
                       "SAPIENS2_BLENDER_JUNIT_DIR": str(LOGS / f"bpy-{version}")},
-                 junit=True, label=f"Blender {version} (Python {minor})")
+                 junit=True, cpu=True, label=f"Blender {version} (Python {minor})")
         )  # fmt: skip
     return out
 
@@ -168,7 +165,7 @@ def write_manifest(done: dict[str, Step]) -> Path:
     return path
 
 
-def run(all_steps: list[Step], jobs: int, env: dict[str, str], setup_jobs: int = 2) -> None:
+def run(all_steps: list[Step], jobs: int, env: dict[str, str], setup_jobs: int = 3) -> None:
     """Start each step once its inputs succeeded: at most ``jobs`` test legs (CPU-bound: one per core) and
     ``setup_jobs`` set-ups (mostly unpacking wheels to disk) at a time; a step whose input failed or was
     skipped is skipped with that reason."""
@@ -191,8 +188,8 @@ def run(all_steps: list[Step], jobs: int, env: dict[str, str], setup_jobs: int =
                 pending.remove(step)
                 print(f"[{time.strftime('%H:%M:%S')}] {step.name}: skipped ({step.skip})", flush=True)
                 continue
-            busy = sum(1 for r in running if r.junit == step.junit)
-            if busy >= (jobs if step.junit else setup_jobs) or any(by_name[d].rc is None for d in step.deps):
+            busy = sum(1 for r in running if r.cpu == step.cpu)
+            if busy >= (jobs if step.cpu else setup_jobs) or any(by_name[d].rc is None for d in step.deps):
                 continue
             if step.manifest:
                 write_manifest(by_name)  # its own hosts are set up (they are its inputs)
