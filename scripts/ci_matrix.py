@@ -136,11 +136,12 @@ def write_manifest(done: dict[str, Step]) -> Path:
     comfy = []
     for version in COMFYUI:
         checkout = HOSTS / f"comfyui-{version}"
-        pinned = next(
-            (line.split("==")[1].strip() for line in (checkout / "requirements.txt").read_text().splitlines()
-             if line.startswith("comfyui-frontend-package==")),
-            "unknown",
-        )  # fmt: skip
+        requirements = checkout / "requirements.txt"
+        lines = requirements.read_text(encoding="utf-8").splitlines() if requirements.is_file() else []
+        pins = [
+            line.split("==")[1].strip() for line in lines if line.startswith("comfyui-frontend-package==")
+        ]
+        pinned = pins[0] if pins else "unknown"
         comfy.append({"version": version, "path": str(checkout), "python": str(HOSTS / f"comfyui-{version}-venv/bin/python"),
                       "frontend": pinned})  # fmt: skip
     blender = [
@@ -206,7 +207,20 @@ def run(all_steps: list[Step], jobs: int, env: dict[str, str], setup_jobs: int =
         time.sleep(0.5)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--manifest-only", action="store_true", help="write .hosts/hosts.json from what is set up"
+    )
+    args = parser.parse_args(argv)
+    if args.manifest_only:
+        done = steps()
+        for step in done:
+            step.rc = 0
+        print(write_manifest({s.name: s for s in done}))
+        return 0
     start = time.time()
     LOGS.mkdir(exist_ok=True)
     for old in LOGS.glob("*"):
@@ -219,9 +233,12 @@ def main() -> int:
         flush=True,
     )
     run(all_steps, jobs, env)
-    write_manifest({s.name: s for s in all_steps})  # complete, for `pytest tests/comfy tests/blender` by hand
+    manifest = json.loads(
+        write_manifest({s.name: s for s in all_steps}).read_text()
+    )  # complete, for later runs
+    pinned = {h["version"]: h["frontend"] for h in manifest["comfyui"]}
     summary = _load_summary()
-    ok = summary.print_summary(all_steps, time.time() - start, NEWEST_FRONTEND, CONTROLNET_AUX)
+    ok = summary.print_summary(all_steps, time.time() - start, NEWEST_FRONTEND, CONTROLNET_AUX, pinned)
     return 0 if ok else 1
 
 

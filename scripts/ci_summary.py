@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from pathlib import Path
 
-PARAM = re.compile(r"\[(comfyui-[^\]+-]+(?:\+frontend-[0-9.]+)?)")
+PARAM = re.compile(r"\[comfyui-([0-9.]+)(?:-frontend-(pinned|[0-9.]+))?")
 
 
 def _cases(xml: Path) -> list[tuple[str, str, str]]:
@@ -39,22 +39,24 @@ def _counts(cases: list[tuple[str, str, str]]) -> str:
     return ", ".join(f"{counts[k]} {k}" for k in order if counts[k]) or "no tests"
 
 
-def _comfy_rows(step, frontends: dict[str, str]) -> list[tuple[str, list]]:
-    groups: dict[str, list] = defaultdict(list)
+def _comfy_rows(step, names: dict) -> list[tuple[str, list]]:
+    groups: dict[tuple[str, str], list] = defaultdict(list)
     for case in _cases(step.xml):
         found = PARAM.search(case[0])
-        groups[found.group(1) if found else "other"].append(case)
+        groups[(found.group(1), found.group(2) or "") if found else ("", "")].append(case)
     rows = []
-    for key in sorted(groups, key=lambda k: ("+" in k, k)):
-        if "+frontend-" in key:
-            backend, version = key.split("+frontend-")
-            kind = "newest on the registry" if version == frontends.get("newest") else "pinned"
-            label = f"ComfyUI {backend.split('-', 1)[1]} + frontend {version} ({kind}), browser"
-        elif key.startswith("comfyui-"):
-            label = f"ComfyUI {key.split('-', 1)[1]} server, in-process, controlnet_aux {frontends.get('aux', '')}"
+    for backend, frontend in sorted(groups, key=lambda k: (k[0], k[1] != "", k[1] != "pinned", k[1])):
+        cases = groups[(backend, frontend)]
+        if not backend:
+            rows.append((f"{step.label}: workflow files, no server needed", cases))
+        elif not frontend:
+            rows.append((f"ComfyUI {backend} server, in-process, controlnet_aux {names['aux']}", cases))
+        elif frontend == "pinned":
+            pinned = names["pinned"].get(backend, "?")
+            rows.append((f"ComfyUI {backend} + frontend {pinned} (pinned), browser", cases))
         else:
-            label = f"{step.label}: workflow files, no server needed"
-        rows.append((label, groups[key]))
+            kind = "newest on the registry" if frontend == names["newest"] else "registry"
+            rows.append((f"ComfyUI {backend} + frontend {frontend} ({kind}), browser", cases))
     return rows
 
 
@@ -67,9 +69,12 @@ def _blender_rows(step) -> list[tuple[str, list]]:
     return [(f"{step.label} add-on checks in bpy ({len(outer)} modules)", inner)]
 
 
-def print_summary(steps, seconds: float, newest_frontend: str, aux_version: str) -> bool:
-    """Print the per-host table and failures; True when everything that ran passed."""
-    names = {"newest": newest_frontend, "aux": aux_version}
+def print_summary(
+    steps, seconds: float, newest_frontend: str, aux_version: str, pinned: dict[str, str]
+) -> bool:
+    """Print the per-host table and failures; True when everything that ran passed. ``pinned``: ComfyUI
+    version -> the frontend version it pins."""
+    names = {"newest": newest_frontend, "aux": aux_version, "pinned": pinned}
     ok = True
     rows: list[tuple[str, str]] = []
     skipped_hosts: list[str] = []

@@ -1,8 +1,8 @@
 """Fixtures for the real-ComfyUI tests: every test that needs a server runs once per host of the matrix.
 
 The hosts (ComfyUI 0.3.64 and 0.33.0 with their pinned frontends, the newest registry frontend, the
-comfyui_controlnet_aux pack) come from ``hosts.py``; tests that take ``frontend`` run once per (backend, frontend)
-pair.  Without hosts the tests skip with the reason, or fail where CI requires them (``SAPIENS2_REQUIRE_HOSTS``).
+comfyui_controlnet_aux pack) come from ``hosts.py``; tests that take ``frontend`` run once per frontend of each
+backend (``frontend-pinned``, then ``frontend-<newest version>``).  Without hosts the tests skip with the reason, or fail where CI requires them (``SAPIENS2_REQUIRE_HOSTS``).
 """
 
 from __future__ import annotations
@@ -43,15 +43,19 @@ def unavailable(reason: str) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``comfy_host`` per host; ``frontend`` per frontend kind of that host: its pinned build, then the newest.
+
+    Two separate parametrisations (not one of pairs), so every test of a host shares one host parameter and
+    pytest keeps that host's server up across all of them."""
     names = metafunc.fixturenames
-    if "frontend" in names:
-        pairs = [(h, f) for h in MATRIX.hosts for f in h.frontends] or [(None, None)]
-        ids = [f"{h.id}+frontend-{f.version}" if h else "no-host" for h, f in pairs]
-        metafunc.parametrize(["comfy_host", "frontend"], pairs, ids=ids, indirect=True, scope="session")
-    elif "comfy_host" in names:
+    if "comfy_host" in names:
         found = list(MATRIX.hosts) or [None]
         ids = [h.id if h else "no-host" for h in found]
         metafunc.parametrize("comfy_host", found, ids=ids, indirect=True, scope="session")
+    if "frontend" in names:
+        others = [f for f in (MATRIX.hosts[0].frontends if MATRIX.hosts else ()) if not f.pinned]
+        ids = ["frontend-pinned", *(f"frontend-{f.version}" for f in others)]
+        metafunc.parametrize("frontend", range(len(ids)), ids=ids, indirect=True, scope="session")
 
 
 @pytest.fixture(scope="session")
@@ -62,8 +66,11 @@ def comfy_host(request):
 
 
 @pytest.fixture(scope="session")
-def frontend(request):
-    return request.param
+def frontend(request, comfy_host):
+    """The frontend build of this test: the host's pinned one (kind 0) or a registry build served with it."""
+    if request.param >= len(comfy_host.frontends):
+        unavailable(f"{comfy_host.id} has no frontend #{request.param}")
+    return comfy_host.frontends[request.param]
 
 
 @pytest.fixture(scope="session")
@@ -138,11 +145,11 @@ def aux_server(comfy_host, comfy_server, object_info):
 
 
 @pytest.fixture(scope="session")
-def ui_server(comfy_host, frontend, comfy_server, tmp_path_factory):
+def ui_server(request, comfy_host, frontend, tmp_path_factory):
     """The server the browser tests drive: the host's own (pinned frontend), or one serving another frontend
     build with ``--front-end-root`` (e.g. the newest on the registry against an older backend)."""
     if frontend.pinned:
-        yield comfy_server
+        yield request.getfixturevalue("comfy_server")
         return
     root = tmp_path_factory.mktemp(f"{comfy_host.id}-frontend-{frontend.version}")
     server = start_server(comfy_host, root, front_end_root=frontend.root)
