@@ -11,8 +11,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-TASKS = ("pose", "seg", "normal", "albedo", "pointmap")
-SIZES = ("0.4b", "0.8b", "1b", "5b")
+from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
+from ..core.catalogue import TASKS as CATALOGUE_TASKS
+
+TASKS = CATALOGUE_TASKS
+SIZES = TASK_SIZES_RELEASED
 EXIT_ERROR = 1
 EXIT_USAGE = 2
 
@@ -104,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
-    d.add_argument("--task", required=True, choices=(*TASKS, "pretrain"))
+    d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))
     d.add_argument("--size", required=True, help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b")
     d.add_argument(
         "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"

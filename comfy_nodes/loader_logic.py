@@ -11,13 +11,14 @@ from pathlib import Path
 import torch
 
 from ..core import load_model
+from ..core.catalogue import ALL_TASKS, PRETRAIN, SIZES, TASK_SIZES_RELEASED
 from ..core.checkpoints import hub
 from .types import LoadedModel
 
 DTYPE_CHOICES = ("auto", "bf16", "fp16", "fp32")
 ATTENTION_CHOICES = ("auto", "sdpa", "math")
-DOWNLOAD_TASKS = ("pose", "seg", "normal", "pointmap", "albedo", "pretrain")
-DOWNLOAD_SIZES = ("0.4b", "0.8b", "1b", "5b", "0.1b", "1b-4k")
+DOWNLOAD_TASKS = tuple(t for t in ("pose", "seg", "normal", "pointmap", "albedo", PRETRAIN) if t in ALL_TASKS)
+DOWNLOAD_SIZES = (*TASK_SIZES_RELEASED, *(s for s in SIZES if s not in TASK_SIZES_RELEASED))
 DOWNLOAD_CHOICE = "(download: task + size below)"
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from .attention import ATTENTION_BACKENDS, GroupedQueryAttention
 from .backbone import Sapiens2Backbone
 from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
+from .errors import ModelConfigError
 from .heads import DenseHead, HeatmapHead
 
 
@@ -53,7 +54,7 @@ def build_head(cfg: ModelConfig, *, device=None, dtype=None) -> nn.Module | None
         return HeatmapHead(cfg.head, cfg.task, device=device, dtype=dtype)
     if isinstance(cfg.head, DenseHeadConfig):
         return DenseHead(cfg.head, cfg.task, device=device, dtype=dtype)
-    raise TypeError(f"unknown head config {type(cfg.head).__name__}")
+    raise ModelConfigError(f"unknown head config {type(cfg.head).__name__}")
 
 
 def _fixed_input_size(cfg: ModelConfig) -> tuple[int, int] | None:
@@ -137,7 +138,9 @@ class Sapiens2Model(nn.Module):
     def set_attention(self, backend: str = "sdpa", *, pad_head_dim_to: int = 0) -> None:
         """Choose the attention backend for every block ("sdpa" or "math") and optional head-dim padding."""
         if backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
+            raise ModelConfigError(
+                f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}"
+            )
         for module in self._attention_modules():
             module.backend = backend
             module.pad_head_dim_to = pad_head_dim_to
@@ -172,6 +175,6 @@ class Sapiens2Model(nn.Module):
     def set_rope_dtype(self, rope_dtype: str) -> None:
         """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
         if rope_dtype not in ("bf16", "fp32"):
-            raise ValueError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
+            raise ModelConfigError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
         self.backbone.rope_embed.rope_dtype = rope_dtype
         self.backbone.rope_embed._cache.clear()

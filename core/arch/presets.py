@@ -4,6 +4,7 @@ previews, docs).  Loading never uses this table: `core.checkpoints.infer` reads 
 from __future__ import annotations
 
 from .config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig, official_kv_heads
+from .errors import ModelConfigError
 
 # size: (embed_dim, depth, head_dim, tokenizer layers)
 BACKBONES = {
@@ -29,7 +30,7 @@ RELEASED_TASK_SIZES = ("0.4b", "0.8b", "1b", "5b")
 
 def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
     if size not in BACKBONES:
-        raise ValueError(f"unknown Sapiens2 size {size!r}; expected one of {', '.join(BACKBONES)}")
+        raise ModelConfigError(f"unknown Sapiens2 size {size!r}; expected one of {', '.join(BACKBONES)}")
     embed, depth, head_dim, tokenizer = BACKBONES[size]
     return BackboneConfig(
         embed_dim=embed,
@@ -67,7 +68,7 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
             embed, upsample, conv, (3,) * len(conv), norm="rms" if task == "albedo" else "instance", **extra
         )
     else:
-        raise ValueError(f"unknown task {task!r}")
+        raise ModelConfigError(f"unknown task {task!r}")
     return ModelConfig(backbone=backbone, task=task, head=head)
 
 

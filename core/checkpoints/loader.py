@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ..arch import Sapiens2Model
+from ..catalogue import ALL_TASKS, task_file_hint
 from .errors import CheckpointError
 from .infer import infer_config
 from .reader import PICKLE_HINT, SafetensorsReader, sniff_format
@@ -26,14 +27,6 @@ _DTYPE_NAMES = {
     "fp16": torch.float16,
     "float16": torch.float16,
 }
-TASK_FILE_HINT = {
-    "pretrain": "a backbone file such as sapiens2_0.4b_pretrain.safetensors",
-    "pose": "a pose file such as sapiens2_0.4b_pose.safetensors",
-    "seg": "a segmentation file such as sapiens2_0.4b_seg.safetensors",
-    "normal": "a normal file such as sapiens2_0.4b_normal.safetensors",
-    "albedo": "an albedo file (sapiens2_<size>_albedo.safetensors; not yet published by Meta)",
-    "pointmap": "a pointmap file such as sapiens2_0.4b_pointmap.safetensors",
-}
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
@@ -43,7 +36,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     if dtype is None or dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in _DTYPE_NAMES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
+        raise CheckpointError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
     return _DTYPE_NAMES[dtype]
 
 
@@ -128,7 +121,7 @@ def load_model(
     if task is not None and cfg.task != task:
         raise CheckpointError(
             f"{name} is a {cfg.task} checkpoint, but a {task} model is needed here: choose "
-            f"{TASK_FILE_HINT.get(task, task)}"
+            f"{task_file_hint(task) if task in ALL_TASKS else task}"
         )
     target_dtype = resolve_dtype(dtype, device)
     model = Sapiens2Model(cfg, device="meta", dtype=target_dtype)

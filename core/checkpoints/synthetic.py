@@ -21,6 +21,7 @@ from ..arch.config import (
 )
 from ..arch.model import Sapiens2Model
 from ..arch.rope import rope_periods
+from .errors import CheckpointError
 
 
 def tiny_config(
@@ -66,7 +67,7 @@ def tiny_config(
             embed_dim, (w, w, w, w), (w,), (3,), norm="rms" if task == "albedo" else "instance", **scale
         )
     else:
-        raise ValueError(f"unknown task {task!r}")
+        raise CheckpointError(f"unknown task {task!r}")
     return ModelConfig(backbone=backbone, task=task, head=head)
 
 

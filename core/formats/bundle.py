@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
+from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
 
 __all__ = [
@@ -61,10 +62,6 @@ _CONVENTIONS = {
 }
 
 
-class BundleError(ValueError):
-    """A capture bundle is missing, corrupt, of a newer major version, or inconsistent."""
-
-
 @dataclass
 class CapturePerson:
     """One person: bbox (x1, y1, x2, y2), keypoints (308, 3) = x, y, score in image pixels."""
@@ -89,7 +86,7 @@ class CapturePerson:
         keypoints = get("keypoints")
         bbox = get("bbox")
         if keypoints is None or bbox is None:
-            raise ValueError(f"person {index}: needs 'bbox' and 'keypoints'")
+            raise BundleError(f"person {index}: needs 'bbox' and 'keypoints'")
         kp3d = get("keypoints_3d")
         return cls(
             bbox=tuple(float(v) for v in _to_numpy(bbox).reshape(-1)[:4]),
@@ -148,7 +145,7 @@ def sanitize_name(name: str) -> str:
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name).replace("\\", "/").split("/")[-1])
     base = base.lstrip(".")[:120]
     if not base or set(base) <= {"_", "."}:
-        raise ValueError(
+        raise BundleError(
             f"bundle name {name!r} has no usable characters; use letters, digits, '_', '-' or '.'"
         )
     return base
@@ -187,7 +184,7 @@ def _check_shape(name: str, array: np.ndarray | None, height: int, width: int, c
         return
     expected = (height, width) if channels is None else (height, width, channels)
     if array.shape != expected:
-        raise ValueError(f"CaptureFrame.{name} has shape {array.shape}, expected {expected} (H, W[, C])")
+        raise BundleError(f"CaptureFrame.{name} has shape {array.shape}, expected {expected} (H, W[, C])")
 
 
 def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
@@ -201,7 +198,7 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     if arr.dtype == np.uint16:
         return arr.astype(np.float32) / 65535.0
     if not np.issubdtype(arr.dtype, np.floating):
-        raise ValueError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
+        raise BundleError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
@@ -282,14 +279,14 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     camera = dict(frame.camera) if frame.camera else default_camera(frame.width, frame.height)
     for key in ("fx", "fy", "cx", "cy"):
         if key not in camera:
-            raise ValueError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
+            raise BundleError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
     camera_json = {"model": str(camera.get("model", "pinhole"))}
     camera_json.update({k: float(camera[k]) for k in ("fx", "fy", "cx", "cy")})
     if (
         not all(math.isfinite(camera_json[k]) for k in ("fx", "fy", "cx", "cy"))
         or min(camera_json["fx"], camera_json["fy"]) <= 0
     ):
-        raise ValueError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
+        raise BundleError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
     camera_json["source"] = str(camera.get("source", "user"))
     people_json = []
     for person in people:
@@ -342,7 +339,7 @@ def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
         person.id = index
         kp = person.keypoints
         if kp.ndim != 2 or kp.shape[1] != 3:
-            raise ValueError(f"person {index}: keypoints must be (K, 3) = x, y, score, got {kp.shape}")
+            raise BundleError(f"person {index}: keypoints must be (K, 3) = x, y, score, got {kp.shape}")
         person.keypoints_3d = None if points is None else _sample_points(points, kp)
         people.append(person)
     return people
@@ -351,7 +348,7 @@ def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
 def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
     """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
     if frame.width <= 0 or frame.height <= 0:
-        raise ValueError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+        raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
     base = sanitize_name(name)
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -14,13 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ExrError
+
 __all__ = ["ExrError", "linear_to_srgb", "read_exr", "require_openexr", "srgb_to_linear", "write_exr"]
 
 _ALLOWED_DTYPES = (np.float16, np.float32, np.uint32)
-
-
-class ExrError(RuntimeError):
-    """An EXR file could not be read or written; the message names the file and the problem."""
 
 
 def require_openexr() -> Any:

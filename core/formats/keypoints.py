@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .errors import FormatError
+
 NeckMode = Literal["anatomical", "shoulder_midpoint"]
 Flavor = Literal["comfyui", "controlnet_aux"]
 
@@ -119,7 +121,7 @@ R_PUPIL, L_PUPIL = 299, 290
 def _as_array(keypoints: Any) -> np.ndarray:
     arr = np.asarray(keypoints, dtype=np.float32)
     if arr.shape[-2:] != (NUM_KEYPOINTS, 3):
-        raise ValueError(f"expected (..., 308, 3) keypoints (x, y, score), got shape {arr.shape}")
+        raise FormatError(f"expected (..., 308, 3) keypoints (x, y, score), got shape {arr.shape}")
     return arr
 
 
@@ -143,7 +145,7 @@ def _gather(kp: np.ndarray, table: Sequence[int], neck: NeckMode = "anatomical")
 
 def _check_neck(neck: str) -> NeckMode:
     if neck not in ("anatomical", "shoulder_midpoint"):
-        raise ValueError(
+        raise FormatError(
             f"neck must be 'anatomical' (Goliath keypoint 69) or 'shoulder_midpoint', got {neck!r}"
         )
     return neck  # type: ignore[return-value]
@@ -168,7 +170,7 @@ def to_feet6(keypoints: Any) -> np.ndarray:
 def to_hand21(keypoints: Any, side: Literal["left", "right"]) -> np.ndarray:
     """The subject's left or right hand in OpenPose order."""
     if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+        raise FormatError(f"side must be 'left' or 'right', got {side!r}")
     return _gather(_as_array(keypoints), HAND_LEFT21 if side == "left" else HAND_RIGHT21)
 
 
@@ -312,15 +314,15 @@ def person_to_openpose(
     neck (69) for comfyui. `normalized` divides x, y by the canvas size (some editors expect [0, 1]).
     """
     if flavor not in ("comfyui", "controlnet_aux"):
-        raise ValueError(f"flavor must be 'comfyui' or 'controlnet_aux', got {flavor!r}")
+        raise FormatError(f"flavor must be 'comfyui' or 'controlnet_aux', got {flavor!r}")
     kp = _as_array(keypoints).copy()
     if kp.ndim != 2:
-        raise ValueError(f"person_to_openpose takes one person (308, 3), got {kp.shape}")
+        raise FormatError(f"person_to_openpose takes one person (308, 3), got {kp.shape}")
     if neck == "auto":
         neck = "shoulder_midpoint" if flavor == "controlnet_aux" else "anatomical"
     if normalized:
         if canvas_size is None:
-            raise ValueError("normalized=True needs canvas_size=(width, height)")
+            raise FormatError("normalized=True needs canvas_size=(width, height)")
         kp[:, 0] /= float(canvas_size[0])
         kp[:, 1] /= float(canvas_size[1])
     parts: dict[str, np.ndarray | None] = {"pose_keypoints_2d": to_openpose18(kp, neck)}

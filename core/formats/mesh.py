@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import FormatError
 from .exr import srgb_to_linear
 
 __all__ = ["Mesh", "pointmap_to_mesh", "write_glb", "write_mesh", "write_ply"]
@@ -58,13 +59,13 @@ def pointmap_to_mesh(
     """
     pts = np.asarray(points, dtype=np.float32)
     if pts.ndim != 3 or pts.shape[2] != 3:
-        raise ValueError(f"points must be (H, W, 3), got {pts.shape}")
+        raise FormatError(f"points must be (H, W, 3), got {pts.shape}")
     height, width = pts.shape[:2]
     valid = np.isfinite(pts).all(axis=2) & (pts[..., 2] > 0)
     if mask is not None:
         m = np.asarray(mask)
         if m.shape != (height, width):
-            raise ValueError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
+            raise FormatError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
         valid &= m > 0.5 if m.dtype != bool else m
     index = np.full((height, width), -1, dtype=np.int64)
     index[valid] = np.arange(int(valid.sum()))
@@ -92,13 +93,13 @@ def pointmap_to_mesh(
     if colors is not None:
         rgb = _as_uint8_rgb(colors)
         if rgb.shape[:2] != (height, width):
-            raise ValueError(f"colors must be (H, W, 3) = {(height, width)}, got {rgb.shape}")
+            raise FormatError(f"colors must be (H, W, 3) = {(height, width)}, got {rgb.shape}")
         vert_colors = np.ascontiguousarray(rgb[valid])
     vert_normals = None
     if normals is not None:
         nrm = np.asarray(normals, dtype=np.float32)
         if nrm.shape != pts.shape:
-            raise ValueError(f"normals must be (H, W, 3) = {pts.shape}, got {nrm.shape}")
+            raise FormatError(f"normals must be (H, W, 3) = {pts.shape}, got {nrm.shape}")
         vert_normals = np.ascontiguousarray(np.nan_to_num(nrm[valid]))
     return Mesh(np.ascontiguousarray(pts[valid]), face_array, vert_colors, vert_normals)
 
@@ -150,7 +151,7 @@ def _pad4(data: bytes, fill: bytes) -> bytes:
 def write_glb(path: str | os.PathLike[str], mesh: Mesh) -> Path:
     """glTF 2.0 binary with one mesh: POSITION, optional NORMAL and COLOR_0 (linear float RGB), uint32 indices."""
     if len(mesh.vertices) == 0 or len(mesh.faces) == 0:
-        raise ValueError(
+        raise FormatError(
             f"{path}: the mesh is empty (no valid points inside the mask); glTF needs at least one triangle"
         )
     flip = np.array([1.0, -1.0, -1.0], dtype=np.float32)  # OpenCV → glTF (rotation: winding preserved)
@@ -221,4 +222,4 @@ def write_mesh(path: str | os.PathLike[str], mesh: Mesh) -> Path:
         return write_ply(path, mesh)
     if suffix == ".glb":
         return write_glb(path, mesh)
-    raise ValueError(f"unknown mesh format {suffix!r} for {path}; use .ply or .glb")
+    raise FormatError(f"unknown mesh format {suffix!r} for {path}; use .ply or .glb")

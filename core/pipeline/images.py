@@ -17,6 +17,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..errors import Sapiens2Error
+
 AlphaMode = Literal["composite", "drop"]
 
 # Float images whose values ×255 are within this of integers are 8-bit data (a PNG loaded as 0..1, as
@@ -24,7 +26,7 @@ AlphaMode = Literal["composite", "drop"]
 _GRID_TOLERANCE = 1e-3
 
 
-class ImageInputError(ValueError):
+class ImageInputError(Sapiens2Error, ValueError):
     """An input image has a shape, dtype or mode we cannot interpret."""
 
 
@@ -132,7 +134,7 @@ class ImageSource:
 
     def __init__(self, images: Any, *, alpha: AlphaMode = "composite") -> None:
         if alpha not in ("composite", "drop"):
-            raise ValueError(f"alpha must be 'composite' or 'drop', got {alpha!r}")
+            raise ImageInputError(f"alpha must be 'composite' or 'drop', got {alpha!r}")
         self.alpha: AlphaMode = alpha
         if isinstance(images, Tensor):
             if images.ndim == 3:

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import PipelineError
+
 DEFAULT_MAX_REFINE_STEP: float | None = None  # reference behaviour; 2.0 is a safe guard for trained models
 _F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -33,7 +35,7 @@ _F32_EPS = float(np.finfo(np.float32).eps)
 def opencv_gaussian_kernel(size: int, sigma: float = 0.0) -> Tensor:
     """`cv2.getGaussianKernel(size, sigma, CV_32F)`: σ ≤ 0 means 0.3·((size − 1)·0.5 − 1) + 0.8."""
     if size % 2 != 1 or size < 1:
-        raise ValueError(f"Gaussian kernel size must be odd and positive, got {size}")
+        raise PipelineError(f"Gaussian kernel size must be odd and positive, got {size}")
     if sigma <= 0:
         sigma = 0.3 * ((size - 1) * 0.5 - 1) + 0.8
     x = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
@@ -205,7 +207,7 @@ def decode_heatmaps(
     if heatmaps.ndim == 3:
         heatmaps = heatmaps[None]
     if heatmaps.ndim != 4:
-        raise ValueError(f"heatmaps must be (B, K, H, W), got shape {tuple(heatmaps.shape)}")
+        raise PipelineError(f"heatmaps must be (B, K, H, W), got shape {tuple(heatmaps.shape)}")
     hm = heatmaps.to(torch.float32)
     _, _, h, w = hm.shape
     locs, scores = heatmap_maximum(hm)

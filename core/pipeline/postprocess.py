@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
 
 
@@ -118,7 +119,9 @@ def pointmap_intrinsics(
     makes the two axes differ by up to ~1 % on small or extreme-aspect images, which shows as a reprojection
     error at the image edges). The principal point is not predicted: the image centre (W/2, H/2)."""
     if not scale > 0:
-        raise ValueError(f"the predicted pointmap scale must be positive to give a focal length, got {scale}")
+        raise PipelineError(
+            f"the predicted pointmap scale must be positive to give a focal length, got {scale}"
+        )
     fx_input = canonical_focal / scale
     width, height = layout.image_size
     new_w, new_h = layout.resized_size

@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from .boxes import boxes_for_image
+from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
 from .images import AlphaMode, ImageSource
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
@@ -49,14 +50,6 @@ ProgressFn = Callable[[int, int], Any]
 StopFn = Callable[[], Any]
 
 
-class TaskMismatchError(ValueError):
-    """The model was trained for another task than the predictor needs."""
-
-
-class PredictionInterrupted(RuntimeError):
-    """`should_stop()` asked the predictor to stop."""
-
-
 def _check_task(model: Any, task: str) -> None:
     got = getattr(model, "task", None)
     if got != task:
@@ -74,7 +67,7 @@ def _forward(model: Any, batch: Tensor, should_stop: StopFn | None) -> Any:
 
 def _chunks(total: int, size: int) -> list[range]:
     if size < 1:
-        raise ValueError(f"batch_size must be ≥ 1, got {size}")
+        raise PipelineError(f"batch_size must be ≥ 1, got {size}")
     return [range(s, min(s + size, total)) for s in range(0, total, size)]
 
 
@@ -82,7 +75,7 @@ def _masks(seg: Sequence[Any] | None, count: int) -> list[Tensor | None]:
     if seg is None:
         return [None] * count
     if len(seg) != count:
-        raise ValueError(f"got {len(seg)} segmentation results for {count} images; pass one per image")
+        raise PipelineError(f"got {len(seg)} segmentation results for {count} images; pass one per image")
     return [s.foreground() if isinstance(s, SegResult) else torch.as_tensor(s).bool() for s in seg]
 
 
@@ -239,13 +232,15 @@ def predict_pose(
     source = ImageSource(images, alpha=alpha)
     total = len(source)
     if boxes is not None and len(boxes) != total:
-        raise ValueError(f"got box lists for {len(boxes)} images but {total} images; pass one list per image")
+        raise PipelineError(
+            f"got box lists for {len(boxes)} images but {total} images; pass one list per image"
+        )
     seg_model = None
     if seg is not None and not isinstance(seg, (list, tuple)):
         seg_model, seg = seg, None  # run per chunk below: a long batch never holds every label map at once
         _check_task(seg_model, "seg")
     if seg is not None and len(seg) != total:
-        raise ValueError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
+        raise PipelineError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
     flips = flip_indices()
     results: list[PoseResult] = []
     for chunk in _chunks(total, batch_size):

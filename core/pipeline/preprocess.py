@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .errors import PipelineError
 from .resample import resize, warp_affine
 
 NET_H, NET_W = 1024, 768
@@ -64,7 +65,7 @@ class DenseLayout:
 def dense_layout(width: int, height: int, net_hw: tuple[int, int] = (NET_H, NET_W)) -> DenseLayout:
     """The reference's resize-and-pad arithmetic (float64 scale, int() truncation, floor-half padding)."""
     if width < 1 or height < 1:
-        raise ValueError(f"image size must be positive, got {width}×{height}")
+        raise PipelineError(f"image size must be positive, got {width}×{height}")
     net_h, net_w = net_hw
     scale = min(net_w / width, net_h / height)
     new_w, new_h = max(1, int(width * scale)), max(1, int(height * scale))
@@ -105,10 +106,10 @@ def pose_crop(
     f32 = np.float32
     box = np.asarray(bbox_xyxy, dtype=np.float32).reshape(4)
     if not np.all(np.isfinite(box)):
-        raise ValueError(f"person box must be finite, got {box.tolist()}")
+        raise PipelineError(f"person box must be finite, got {box.tolist()}")
     x1, y1, x2, y2 = box
     if not (x2 > x1 and y2 > y1):
-        raise ValueError(f"person box must have x2 > x1 and y2 > y1, got {box.tolist()}")
+        raise PipelineError(f"person box must have x2 > x1 and y2 > y1, got {box.tolist()}")
     center = np.array([(x1 + x2) * f32(0.5), (y1 + y2) * f32(0.5)], dtype=np.float32)
     w, h = (x2 - x1) * f32(padding), (y2 - y1) * f32(padding)
     in_w, in_h = input_size_wh

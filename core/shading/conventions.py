@@ -21,6 +21,8 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import torch
 
+from .errors import ShadingError
+
 Array = TypeVar("Array", np.ndarray, torch.Tensor)
 Convention = Literal["opencv", "opengl", "blender", "directx"]
 
@@ -36,7 +38,7 @@ _CONTROLNET_SIGNS = (-1.0, -1.0, -1.0)  # OpenCV → (−x, y, z) of the OpenGL 
 
 def _scale(n: Array, signs: tuple[float, float, float]) -> Array:
     if n.shape[-1] != 3:
-        raise ValueError(f"normals must be channel-last (..., 3), got shape {tuple(n.shape)}")
+        raise ShadingError(f"normals must be channel-last (..., 3), got shape {tuple(n.shape)}")
     if isinstance(n, torch.Tensor):
         return n * torch.tensor(signs, dtype=n.dtype, device=n.device)
     return n * np.asarray(signs, dtype=n.dtype if np.issubdtype(n.dtype, np.floating) else np.float32)
@@ -88,7 +90,7 @@ def convert_normals(
     """Between named frames, then optional per-axis flips (for consumers with their own conventions)."""
     for name in (source, target):
         if name not in _SIGNS:
-            raise ValueError(f"unknown normal convention {name!r}; use one of {', '.join(_SIGNS)}")
+            raise ShadingError(f"unknown normal convention {name!r}; use one of {', '.join(_SIGNS)}")
     s, t = _SIGNS[source], _SIGNS[target]
     signs = tuple(a * b * (-1.0 if f else 1.0) for a, b, f in zip(s, t, flip_axes))
     return _scale(n, signs)  # type: ignore[arg-type]

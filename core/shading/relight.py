@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import ShadingError
 from .sh import irradiance_from_sh
 
 __all__ = [
@@ -71,9 +72,11 @@ class DirectionalLight:
 
     def __post_init__(self) -> None:
         if math.sqrt(sum(c * c for c in self.direction)) < 1e-8:
-            raise ValueError("a directional light needs a non-zero direction vector")
+            raise ShadingError("a directional light needs a non-zero direction vector")
         if self.intensity < 0 or any(c < 0 for c in self.color):
-            raise ValueError(f"light colour and intensity must be >= 0, got {self.color} x {self.intensity}")
+            raise ShadingError(
+                f"light colour and intensity must be >= 0, got {self.color} x {self.intensity}"
+            )
 
     @classmethod
     def from_angles(
@@ -102,7 +105,7 @@ def blinn_phong_normalization(shininess: float) -> float:
     """
     s = float(shininess)
     if s < 0:
-        raise ValueError(f"shininess must be >= 0, got {shininess}")
+        raise ShadingError(f"shininess must be >= 0, got {shininess}")
     r = 2.0**-0.5
     integral = (2.0 / (s + 4.0) - 1.0 / (s + 2.0)) - (
         2.0 * r ** (s + 4.0) / (s + 4.0) - r ** (s + 2.0) / (s + 2.0)
@@ -148,13 +151,13 @@ def relight(
     (1 = lit); the environment and ambient terms are unshadowed.  Zero normals (background) get no direct light.
     """
     if not 0.0 <= specular <= 1.0:
-        raise ValueError(f"specular must be in [0, 1], got {specular}")
+        raise ShadingError(f"specular must be in [0, 1], got {specular}")
     if normals.shape[-1] != 3 or albedo.shape[-1] != 3:
-        raise ValueError(
+        raise ShadingError(
             f"normals and albedo must end in 3 channels, got {tuple(normals.shape)} and {tuple(albedo.shape)}"
         )
     if visibility is not None and visibility.shape[0] != len(lights):
-        raise ValueError(f"visibility has {visibility.shape[0]} layers for {len(lights)} lights")
+        raise ShadingError(f"visibility has {visibility.shape[0]} layers for {len(lights)} lights")
     dtype, device = torch.float32, normals.device
     n = normals.to(dtype)
     irradiance = torch.zeros(n.shape, dtype=dtype, device=device)  # radiance-units "E / pi"

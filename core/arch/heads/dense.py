@@ -11,6 +11,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..config import DenseHeadConfig
+from ..errors import ModelConfigError
 from .blocks import conv_stack, make_norm
 
 OUTPUT_CONV_NAMES = {"normal": "conv_normal", "albedo": "conv_albedo", "pointmap": "conv_pointmap"}
@@ -69,7 +70,7 @@ class DenseHead(nn.Module):
         expected = self.cfg.scale_mlp[0]
         if pooled[0].numel() != expected:
             height, width = featmap.shape[-2:]
-            raise ValueError(
+            raise ModelConfigError(
                 f"this pointmap model's scale branch was trained for a fixed input size ({expected} features) "
                 f"but a {height * 16}x{width * 16} input gives {pooled[0].numel()}; feed 1024x768 images "
                 "(the pipeline resizes and pads for you)"
