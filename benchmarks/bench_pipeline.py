@@ -32,7 +32,7 @@ from sapiens2_studio.cli import engine
 from sapiens2_studio.cli.outputs import write_frame_outputs
 from sapiens2_studio.cli.predict import LoadedModel
 from sapiens2_studio.core import load_model
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
 PRESETS = {
     "tiny": {},

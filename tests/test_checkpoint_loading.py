@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from sapiens2_studio.core import CheckpointError, load_model
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
 TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
 

@@ -58,7 +58,7 @@ def free_port() -> int:
 
 def write_models(models_dir: Path) -> Path:
     """models/sapiens2 with tiny official-layout checkpoints under the names the workflows use."""
-    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     folder = models_dir / "sapiens2"
     for name, task in WORKFLOW_CHECKPOINTS.items():

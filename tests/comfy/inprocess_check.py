@@ -46,7 +46,7 @@ def main() -> None:
     out["nodes_when_one_schema_fails"] = sorted(c.__name__ for c in load_node_classes())
     nodes_relight.Sapiens2Relight.define_schema = original
 
-    from sapiens2_pack.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_pack.core.testing.synthetic import write_synthetic_checkpoint
 
     models = os.path.join(work, "models")
     write_synthetic_checkpoint(os.path.join(models, "sub", "tiny_seg.safetensors"), task="seg")

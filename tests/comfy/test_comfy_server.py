@@ -375,7 +375,7 @@ def _cached_nodes(entry: dict) -> set[str]:
 def test_loader_reloads_a_replaced_checkpoint_and_caches_an_unchanged_one(client, comfy_server):
     import os
 
-    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     path = Path(comfy_server.base / "models" / "sapiens2" / "swapped.safetensors")
     write_synthetic_checkpoint(path, task="seg")

@@ -21,7 +21,7 @@ from ..arch.config import (
 )
 from ..arch.model import Sapiens2Model
 from ..arch.rope import rope_periods
-from .errors import CheckpointError
+from ..checkpoints.errors import CheckpointError
 
 
 def tiny_config(

@@ -1,0 +1,1 @@
+"""The application engine every front-end (CLI, ComfyUI, Python, Ray workers) runs on; see docs/architecture.md."""
