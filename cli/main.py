@@ -1,18 +1,21 @@
-"""`sapiens2` command line: predict | download | info.
+"""`sapiens2` command line: predict | download | info — argument parsing and printing; the work is core.studio's.
 
-Every expected failure (bad input, missing checkpoint, offline, wrong task) prints one line and exits non-zero;
-`--debug` shows the traceback instead. Heavy imports (torch, the models) happen inside the commands so that
-`sapiens2 --help` is instant.
+Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
+with the CLI's advice and exits non-zero; anything else is a bug: its traceback is printed with where to report it.
+`--debug` shows the traceback of deliberate errors too. Heavy imports (torch, the models) happen inside the
+commands so that `sapiens2 --help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Sequence
 
 from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
+from ..core.errors import BUG_REPORT_URL, Sapiens2Error
 
 TASKS = CATALOGUE_TASKS
 SIZES = TASK_SIZES_RELEASED
@@ -20,7 +23,7 @@ EXIT_ERROR = 1
 EXIT_USAGE = 2
 
 
-class UsageError(ValueError):
+class UsageError(Sapiens2Error, ValueError):
     """The command line itself is wrong (unknown task, malformed --checkpoint, …)."""
 
 
@@ -92,7 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
     )
-    p.add_argument("--flip-test", action="store_true", help="pose: average with the mirrored image (slower)")
+    p.add_argument(
+        "--flip-test",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pose: average with the mirrored image, as the official pipeline does (default on; "
+        "--no-flip-test is ~2x faster)",
+    )
     p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
     p.add_argument(
         "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
@@ -147,16 +156,6 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from ..core.checkpoints.errors import CheckpointError
-    from ..core.checkpoints.hub import HubError
-    from ..core.formats.bundle import BundleError
-    from ..core.formats.exr import ExrError
-    from .inputs import InputError
-
-    return (UsageError, InputError, HubError, CheckpointError, BundleError, ExrError, OSError, ValueError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -174,19 +173,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sapiens2: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
+    except Sapiens2Error as exc:
         if args.debug:
             raise
-        if isinstance(exc, UsageError):
-            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if isinstance(exc, _expected_errors()):
-            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
-        else:
-            print(
-                f"sapiens2 {args.command}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
-                file=sys.stderr,
-            )
+        print(f"sapiens2 {args.command}: error: {exc.text('cli')}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"sapiens2 {args.command}: internal error: this is a bug in sapiens2-studio, not in your input. Please "
+            f"report it with the traceback above at {BUG_REPORT_URL}",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
 
 

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from comfy_api.latest import io, ui
 
-from . import export_logic
-from .comfy_host import ComfyRuntime
+from ..core.formats.exr import require_openexr
+from ..core.studio import exports
+from ..core.studio.batches import TaskBatch
+from ..core.studio.capture import capture_frames
+from .comfy_host import ComfyHost
 from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+from .errors import node_errors
 from .inputs import filename_prefix_input
-from .types import TaskBatch
+
+BUNDLE_NAME = "Sapiens2 Save Capture Bundle"
+MESH_NAME = "Sapiens2 Export Mesh"
 
 
 def _output_target(prefix: str, width: int, height: int) -> tuple[str, str, str]:
@@ -34,7 +39,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2SaveCaptureBundle",
-            display_name="Sapiens2 Save Capture Bundle",
+            display_name=BUNDLE_NAME,
             search_aliases=["blender", "exr", "export", "capture"],
             description="Writes a capture bundle (EXR layers + JSON: image, pointmap, normals, albedo, seg, mask, "
             "camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
@@ -70,6 +75,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(BUNDLE_NAME)
     def execute(
         cls,
         image,
@@ -82,13 +88,12 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         pointmap=None,
         mask=None,
     ) -> io.NodeOutput:
-        export_logic.require_exr_support(sys.executable)
-        frames = export_logic.capture_frames(
-            image, pose=pose, seg=seg, normals=normals, albedo=albedo, pointmap=pointmap, mask=mask
-        )
+        require_openexr()  # before any work
+        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap}
+        frames = capture_frames(image, batches, albedo_image=albedo, mask=mask)
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
-        path = export_logic.save_capture_bundle(
-            folder, name, frames, fps=fps, runtime=ComfyRuntime(cls.hidden.unique_id)
+        path = exports.save_capture_bundle(
+            folder, name, frames, fps=fps, host=ComfyHost(cls.hidden.unique_id)
         )
         relative = _relative(str(path), subfolder)
         return io.NodeOutput(relative, ui=ui.PreviewText(f"saved {relative} ({len(frames)} frame(s))"))
@@ -113,7 +118,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
             )
         return schema(
             node_id="Sapiens2ExportMesh",
-            display_name="Sapiens2 Export Mesh",
+            display_name=MESH_NAME,
             search_aliases=["glb", "ply", "mesh", "3d export", "point cloud"],
             description="Triangulates the pointmap into a coloured mesh (depth-jump edges dropped) and saves it as "
             "GLB (y-up, for viewers) or PLY (OpenCV camera frame, like the bundle).",
@@ -129,7 +134,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
                     "normals", optional=True, tooltip="Per-vertex normals from 'Sapiens2 Normals'."
                 ),
                 io.Combo.Input(
-                    "format", options=list(export_logic.MESH_FORMATS), default="glb", tooltip="File type."
+                    "format", options=list(exports.MESH_FORMATS), default="glb", tooltip="File type."
                 ),
                 filename_prefix_input("sapiens2/mesh"),
                 io.Float.Input(
@@ -146,12 +151,13 @@ class Sapiens2ExportMesh(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(MESH_NAME)
     def execute(
         cls, pointmap, format, filename_prefix, max_edge_ratio, image=None, mask=None, normals=None
     ) -> io.NodeOutput:
         width, height = pointmap.size if isinstance(pointmap, TaskBatch) and len(pointmap) else (0, 0)
         folder, name, subfolder = _output_target(filename_prefix, width, height)
-        paths = export_logic.export_meshes(
+        paths = exports.export_meshes(
             pointmap,
             folder,
             name,

@@ -7,3 +7,7 @@ from ..errors import Sapiens2Error
 
 class ModelConfigError(Sapiens2Error, ValueError):
     """An architecture, head or option that does not describe a buildable Sapiens2 model."""
+
+
+class ModelOverflowError(Sapiens2Error, FloatingPointError):
+    """The forward pass produced non-finite features (float16 overflow); another dtype is the fix."""

@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from .attention import ATTENTION_BACKENDS, GroupedQueryAttention
 from .backbone import Sapiens2Backbone
 from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
-from .errors import ModelConfigError
+from .errors import ModelConfigError, ModelOverflowError
 from .heads import DenseHead, HeatmapHead
 
 
@@ -127,7 +127,7 @@ class Sapiens2Model(nn.Module):
         featmap = self.backbone(x)
         if featmap.dtype == torch.float16 and not torch.isfinite(featmap).all():
             # fp16 tops out at 65504; a ViT residual stream can exceed that where bf16/fp32 cannot.
-            raise FloatingPointError(
+            raise ModelOverflowError(
                 "the model overflowed in float16 (non-finite features); run it in bfloat16 (dtype='bf16', "
                 "same speed on recent GPUs) or float32"
             )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
+from .arrays import to_numpy
 from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
 
@@ -89,10 +90,10 @@ class CapturePerson:
             raise BundleError(f"person {index}: needs 'bbox' and 'keypoints'")
         kp3d = get("keypoints_3d")
         return cls(
-            bbox=tuple(float(v) for v in _to_numpy(bbox).reshape(-1)[:4]),
-            keypoints=_to_numpy(keypoints).astype(np.float32),
+            bbox=tuple(float(v) for v in to_numpy(bbox).reshape(-1)[:4]),
+            keypoints=to_numpy(keypoints).astype(np.float32),
             bbox_source=str(get("bbox_source", "image") or "image"),
-            keypoints_3d=None if kp3d is None else _to_numpy(kp3d).astype(np.float32),
+            keypoints_3d=None if kp3d is None else to_numpy(kp3d).astype(np.float32),
             id=index,
             track_id=None if get("track_id") is None else int(get("track_id")),
         )
@@ -125,12 +126,6 @@ class CaptureFrame:
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):  # torch tensor, without importing torch here
-        value = value.detach().cpu().float().numpy()
-    return np.asarray(value)
 
 
 @lru_cache(maxsize=1)
@@ -188,7 +183,7 @@ def _check_shape(name: str, array: np.ndarray | None, height: int, width: int, c
 
 
 def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
-    arr = _to_numpy(array)
+    arr = to_numpy(array)
     if arr.ndim == 2:
         arr = np.repeat(arr[..., None], 3, axis=2)
     if arr.ndim == 3 and arr.shape[2] == 4:
@@ -238,7 +233,7 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
         channels["A"] = np.ones((h, w), np.float16)
         layers.append("rgba")
     if frame.points is not None:
-        pts = _to_numpy(frame.points).astype(np.float32)
+        pts = to_numpy(frame.points).astype(np.float32)
         _check_shape("points", pts, h, w, 3)
         valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
             pts[..., 2:3] > 0
@@ -248,7 +243,7 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
             channels[f"P.{axis}"] = pts[..., i]
         layers.append("P")
     if frame.normals is not None:
-        nrm = _to_numpy(frame.normals).astype(np.float32)
+        nrm = to_numpy(frame.normals).astype(np.float32)
         _check_shape("normals", nrm, h, w, 3)
         for i, axis in enumerate("XYZ"):
             channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
@@ -260,12 +255,12 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
             channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
         layers.append("albedo")
     if frame.seg is not None:
-        seg = _to_numpy(frame.seg)
+        seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
         channels["seg"] = seg.astype(np.float32)
         layers.append("seg")
     if frame.mask is not None:
-        mask = _to_numpy(frame.mask).astype(np.float32)
+        mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
         channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
         layers.append("mask")
@@ -333,7 +328,7 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     people = []
-    points = None if frame.points is None else _to_numpy(frame.points).astype(np.float32)
+    points = None if frame.points is None else to_numpy(frame.points).astype(np.float32)
     for index, raw in enumerate(frame.people):
         person = CapturePerson.coerce(raw, index)
         person.id = index

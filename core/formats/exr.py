@@ -8,6 +8,7 @@ This module fixes all three in one place and keeps `openexr` an optional, lazily
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,16 @@ def require_openexr() -> Any:
     """Import the optional `OpenEXR` module or explain how to install it."""
     try:
         import OpenEXR
-    except ImportError as exc:  # pragma: no cover - exercised only where openexr is absent
+    except ImportError as exc:  # exercised only where openexr is absent
+        install = 'install it: pip install "sapiens2-studio[exr]" (or: pip install openexr)'
         raise ExrError(
-            "EXR support needs the optional 'openexr' package: pip install \"sapiens2-studio[exr]\" "
-            "(or: pip install openexr)"
+            "EXR support (capture bundles) needs the optional 'openexr' package",
+            hints={
+                "python": install,
+                "cli": install,
+                "comfyui": f"install it into ComfyUI's Python:  {sys.executable} -m pip install openexr   then "
+                "restart ComfyUI",
+            },
         ) from exc
     return OpenEXR
 

@@ -203,6 +203,12 @@ class ImageSource:
         if self._batch is not None:
             return self._tensor_item(i, device)
         item = self._items[i]
+        if isinstance(item, PreparedImage):  # prepared once by the engine and shared by every task
+            return (
+                item
+                if item.pixels.device == device
+                else PreparedImage(item.pixels.to(device), item.quantized)
+            )
         if isinstance(item, Tensor):
             arr = item.detach().cpu().numpy()
         elif _is_pil(item):
@@ -222,6 +228,8 @@ class ImageSource:
         if self._batch is not None:
             return int(self._batch.shape[2]), int(self._batch.shape[1])
         item = self._items[i]
+        if isinstance(item, PreparedImage):
+            return item.size
         if _is_pil(item):
             return int(item.size[0]), int(item.size[1])
         shape = tuple(item.shape)

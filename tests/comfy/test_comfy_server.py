@@ -240,20 +240,20 @@ BAD_INPUTS = {
          "3": _node("Sapiens2Pose", model=["2", 0], image=["1", 0], flip_test=False,
                     keypoint_format="core (real scores)", neck_mode="auto", score_threshold=0.3, chunk_size=1),
          "4": _node("PreviewAny", source=["3", 0])},
-        "Sapiens2Pose", "needs a Sapiens2 pose (308 keypoints) model, but the connected model is segmentation",
+        "Sapiens2Pose", "needs a Sapiens2 pose (308 keypoints) model, but the model given is segmentation",
     ),
     "segment_given_a_non_image": (
         {"2": _loader(SEG_CKPT),
          "3": _node("Sapiens2Segment", model=["2", 0], image={"__value__": []}, chunk_size=1),
          "4": _node("PreviewAny", source=["3", 0])},
-        "Sapiens2Segment", "expected an IMAGE batch",
+        "Sapiens2Segment", "'image' must be an image batch (B, H, W, 3)",
     ),
     "normals_with_a_mask_of_another_size": (
         {"1": LOAD, "2": _loader(NORMAL_CKPT), "5": _node("SolidMask", value=1.0, width=16, height=16),
          "3": _node("Sapiens2Normals", model=["2", 0], image=["1", 0], mask=["5", 0], chunk_size=1,
                     convention="opengl (blender camera, y up)"),
          "4": _node("PreviewImage", images=["3", 1])},
-        "Sapiens2Normals", "mask is 16x16 but the image is 96x128",
+        "Sapiens2Normals", "'mask' is 16x16 but the image is 96x128",
     ),
     "pointmap_with_a_pose_model": (
         {"1": LOAD, "2": _loader(POSE_CKPT),

@@ -1,4 +1,4 @@
-"""Turn command-line inputs (images, folders, numbered frames, videos) into single images and sequences.
+"""Turn input paths (images, folders, numbered frames, videos) into single images and sequences.
 
 Why grouping: users point the CLI at a folder of `frame_0001.png …` frames and expect one sequence (with a
 sequence index and temporal smoothing), not hundreds of unrelated images. Files whose names differ only by a
@@ -15,15 +15,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core.formats.bundle import sanitize_name
+from ..formats.bundle import sanitize_name
+from ..formats.errors import BundleError
+from .errors import InputError
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v")
 _NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)$")
-
-
-class InputError(ValueError):
-    """An input path is missing, empty, unreadable or of an unsupported type."""
 
 
 @dataclass
@@ -191,7 +189,7 @@ def _unique_names(jobs: list[ImageJob | SequenceJob]) -> None:
     for job in jobs:
         try:
             base = sanitize_name(job.name)
-        except ValueError:  # e.g. a name made only of non-ASCII characters
+        except BundleError:  # e.g. a name made only of non-ASCII characters
             base = "sequence" if isinstance(job, SequenceJob) else "image"
         name, counter = base, 2
         while name.lower() in seen:

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from sapiens2_studio.cli.inputs import ImageJob, InputError, SequenceJob, collect_inputs, load_image
+from sapiens2_studio.core.studio.errors import InputError
+from sapiens2_studio.core.studio.inputs import ImageJob, SequenceJob, collect_inputs, load_image
 
 
 def _save(path: Path, size=(20, 12), mode="RGB") -> Path:

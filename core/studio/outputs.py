@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.formats.bundle import CaptureFrame, CapturePerson, write_bundle
-from ..core.formats.mesh import pointmap_to_mesh, write_mesh
+from ..formats.bundle import CaptureFrame, CapturePerson, write_bundle
+from ..formats.mesh import pointmap_to_mesh, write_mesh
 from . import previews
+from .drawing import pose_preview
 
 KEYPOINTS_FORMAT = "sapiens2-keypoints"
 # Every file `write_frame_outputs` can write for `<name>`: a re-run replaces the whole set, so a file that this
@@ -39,26 +40,27 @@ OUTPUT_SUFFIXES = (
 )
 
 
-def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, np.ndarray]:
-    """Suffix → preview array for every layer the frame holds."""
-    out: dict[str, np.ndarray] = {}
+def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, Any]:
+    """Suffix → preview image for every layer the frame holds (the same previews ComfyUI's nodes show)."""
+    out: dict[str, Any] = {}
     mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
     if frame.people or "pose" in {m.get("task") for m in frame.models}:
-        out["pose"] = previews.draw_pose(image, frame.people)
+        out["pose"] = pose_preview(image, frame.people)
     if frame.seg is not None:
         out["seg"] = previews.seg_colors(frame.seg)
     if frame.normals is not None:
-        out["normal"] = previews.normal_colors(frame.normals, mask)
+        out["normal"] = previews.normal_map(frame.normals, mask=mask)
     if frame.points is not None:
-        out["depth"] = previews.depth_colors(np.asarray(frame.points)[..., 2], mask)
+        depth, valid = previews.valid_depth(frame.points, mask)
+        out["depth"] = previews.depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
     if frame.albedo is not None:
-        out["albedo"] = previews.srgb_uint8(frame.albedo)
+        out["albedo"] = previews.albedo_preview(frame.albedo)
     return out
 
 
 def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
     """A small JSON with just the 2D keypoints (for tools that do not want EXR)."""
-    from ..core.formats.bundle import metadata_tables
+    from ..formats.bundle import metadata_tables
 
     names, skeleton, _ = metadata_tables()
     people = []
@@ -90,7 +92,7 @@ def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
 
 def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
     """OpenPose-style JSON (ComfyUI POSE_KEYPOINT frame): 18 body + 6 feet + 70 face + 2x21 hand points per person."""
-    from ..core.formats.keypoints import person_to_openpose
+    from ..formats.keypoints import person_to_openpose
 
     people = [person_to_openpose(CapturePerson.coerce(p, i).keypoints) for i, p in enumerate(frame.people)]
     return {"version": 1.3, "people": people, "canvas_width": frame.width, "canvas_height": frame.height}

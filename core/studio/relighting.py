@@ -1,4 +1,4 @@
-"""Relight node logic: gather per-image inputs, call ``core.shading``, composite, and build the light map.
+"""Relighting from Sapiens2 normals: gather per-image inputs, call `core.shading`, composite, build the light map.
 
 Colour handling: images, albedo, light colours and LDR environments arrive sRGB-encoded; everything is decoded to
 linear light, shaded, and encoded back, so a light of intensity 1 on a white surface gives exactly white.
@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..core.shading.relight import (
+from ..shading.relight import (
     DirectionalLight,
     backdrop_normals,
     composite,
@@ -23,13 +23,13 @@ from ..core.shading.relight import (
     srgb_to_linear,
     view_directions,
 )
-from ..core.shading.sh import project_equirect
-from ..core.shading.shadows import gaussian_blur, shadow_visibility
-from .imaging import check_batch_count, check_image, check_mask, check_same_size, parse_color
-from .runtime import Runtime
-from .types import TaskBatch, require_batch
+from ..shading.sh import project_equirect
+from ..shading.shadows import gaussian_blur, shadow_visibility
+from .batches import TaskBatch, check_batch_count, check_image, check_mask, check_same_size, require_batch
+from .errors import StudioError
+from .host import Host
 
-NODE = "Sapiens2 Relight"
+WHERE = ""  # messages carry no place name: the front-end adds its own (ComfyUI: the node's)
 SHADOW_MAX_SIDE = 512  # shadow rays are marched on a grid of at most this many pixels per side
 
 
@@ -41,7 +41,7 @@ def add_light(
     intensity: float,
 ) -> tuple[DirectionalLight, ...]:
     """Append one directional light (colour given as sRGB text) to a chain of lights."""
-    srgb = torch.tensor(parse_color(color, "Sapiens2 Directional Light"))
+    srgb = torch.tensor(parse_color(color))
     linear = tuple(float(c) for c in srgb_to_linear(srgb))
     light = DirectionalLight.from_angles(azimuth, elevation, color=linear, intensity=intensity)
     return (*tuple(lights or ()), light)
@@ -71,8 +71,8 @@ def _as_tensor(value, device=None) -> torch.Tensor:
 
 def _check_result_size(kind: str, value: torch.Tensor, h: int, w: int) -> None:
     if tuple(value.shape[:2]) != (h, w):
-        raise ValueError(
-            f"{NODE}: the {kind} are {value.shape[1]}x{value.shape[0]} but the image is {w}x{h}; run the "
+        raise StudioError(
+            f"the {kind} are {value.shape[1]}x{value.shape[0]} but the image is {w}x{h}; run the "
             f"{kind} node on this same image"
         )
 
@@ -81,11 +81,11 @@ def environment_coefficients(
     environment: torch.Tensor, settings: RelightSettings, index: int
 ) -> torch.Tensor:
     """SH coefficients (9, 3) of the environment image for batch entry ``index`` (a single map serves all)."""
-    env = check_image(environment, NODE)
+    env = check_image(environment, WHERE)
     env = env[min(index, env.shape[0] - 1)]
     if env.shape[1] < 2 * env.shape[0] * 0.9 or env.shape[1] > 2 * env.shape[0] * 1.1:
-        raise ValueError(
-            f"{NODE}: the environment is {env.shape[1]}x{env.shape[0]}; an equirectangular (lat-long) HDRI is twice "
+        raise StudioError(
+            f"the environment is {env.shape[1]}x{env.shape[0]}; an equirectangular (lat-long) HDRI is twice "
             "as wide as it is high"
         )
     radiance = env if settings.environment_is_linear else srgb_to_linear(env)
@@ -103,32 +103,32 @@ def relight_batch(
     environment: torch.Tensor | None = None,
     pointmap: TaskBatch | None = None,
     background: torch.Tensor | None = None,
-    runtime: Runtime | None = None,
+    host: Host | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Relit IMAGE batch and an IC-Light style light map (white-albedo shading, backdrop gradient outside)."""
     settings = settings or RelightSettings()
-    runtime = runtime or Runtime()
-    normals = require_batch(normals, "normal", NODE, "normals")
-    image = check_image(image, NODE)
+    host = host or Host()
+    normals = require_batch(normals, "normal", WHERE, "normals")
+    image = check_image(image, WHERE)
     b, h, w = image.shape[:3]
     if len(normals) not in (1, b):
-        raise ValueError(f"{NODE}: {len(normals)} normal maps for {b} images; give one per image")
-    albedo = check_same_size("albedo", albedo, image, NODE) if albedo is not None else None
-    background = check_same_size("background", background, image, NODE) if background is not None else None
-    mask = check_mask(mask, image, NODE)
+        raise StudioError(f"{len(normals)} normal maps for {b} images; give one per image")
+    albedo = check_same_size("albedo", albedo, image, WHERE) if albedo is not None else None
+    background = check_same_size("background", background, image, WHERE) if background is not None else None
+    mask = check_mask(mask, image, WHERE)
     if environment is not None:
-        check_batch_count("environment", check_image(environment, NODE).shape[0], b, NODE)
+        check_batch_count("environment", check_image(environment, WHERE).shape[0], b, WHERE)
     if pointmap is not None:
-        pointmap = require_batch(pointmap, "pointmap", NODE, "pointmap")
-        check_batch_count("pointmap", len(pointmap), b, NODE)
+        pointmap = require_batch(pointmap, "pointmap", WHERE, "pointmap")
+        check_batch_count("pointmap", len(pointmap), b, WHERE)
     if not lights and environment is None and settings.ambient <= 0:
-        raise ValueError(f"{NODE}: no light: connect 'lights', an 'environment' image, or raise 'ambient'")
-    ambient_rgb = srgb_to_linear(torch.tensor(parse_color(settings.ambient_color, NODE))) * settings.ambient
+        raise StudioError("no light: connect 'lights', an 'environment' image, or raise 'ambient'")
+    ambient_rgb = srgb_to_linear(torch.tensor(parse_color(settings.ambient_color))) * settings.ambient
     gain = 2.0**settings.exposure
     relit, light_maps = [], []
-    runtime.progress(0, b)
+    host.progress(0, b)
     for i in range(b):
-        runtime.check_interrupt()
+        host.check_cancel()
         res = normals.results[min(i, len(normals) - 1)]
         n = _as_tensor(res.normals)
         _check_result_size("normals", n, h, w)
@@ -172,8 +172,8 @@ def relight_batch(
         )
         light_map = composite(shaded.shading + shaded.specular, backdrop.shading, fg)
         light_maps.append(linear_to_srgb(light_map * gain))
-        runtime.progress(i + 1, b)
-    device = runtime.output_device
+        host.progress(i + 1, b)
+    device = host.output_device
     return torch.stack(relit).to(device), torch.stack(light_maps).to(device)
 
 
@@ -220,3 +220,25 @@ def describe_lights(lights: Sequence[DirectionalLight]) -> str:
         el = math.degrees(math.asin(max(-1.0, min(1.0, -y))))
         lines.append(f"azimuth {az:.0f}°, elevation {el:.0f}°, intensity {light.intensity:g}")
     return "\n".join(lines)
+
+
+def parse_color(text: str) -> tuple[float, float, float]:
+    """'#rrggbb', 'rrggbb', '#rgb', 'r,g,b' (0-255) or 'r,g,b' floats (0-1) -> sRGB floats in [0, 1]."""
+    s = (text or "").strip().lower()
+    try:
+        if "," in s:
+            parts = [float(p) for p in s.split(",")]
+            if len(parts) != 3:
+                raise ValueError
+            scale = 255.0 if any(p > 1.0 for p in parts) else 1.0
+            rgb = tuple(min(max(p / scale, 0.0), 1.0) for p in parts)
+        else:
+            s = s.removeprefix("#")
+            if len(s) == 3:
+                s = "".join(c * 2 for c in s)
+            if len(s) != 6:
+                raise ValueError
+            rgb = tuple(int(s[i : i + 2], 16) / 255.0 for i in (0, 2, 4))
+    except ValueError:
+        raise StudioError(f"cannot read the colour {text!r}; write it as #ffaa00 or 255,170,0") from None
+    return rgb  # type: ignore[return-value]

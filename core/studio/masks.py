@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from ..core.pipeline.boxes import boxes_from_labels
-from ..core.pipeline.seg_groups import SEG_GROUPS, labels_to_mask, resolve_classes
-from .imaging import feather_mask, grow_mask
-from .types import TaskBatch, require_batch
+from ..pipeline.boxes import boxes_from_labels
+from ..pipeline.errors import UnknownSegClassError
+from ..pipeline.seg_groups import SEG_GROUPS, labels_to_mask, resolve_classes
+from ..shading.shadows import gaussian_blur
+from .batches import TaskBatch, require_batch
+from .errors import StudioError
 
-NODE = "Sapiens2 Body-Part Mask"
 CUSTOM = "custom (classes below)"
 # Try-on presets first (what people come for), then every named group of core.pipeline.seg_groups.
 PRESETS = (
@@ -27,18 +29,17 @@ def _split(text: str) -> list[str | int]:
 def selected_classes(preset: str, classes: str = "", exclude: str = "") -> tuple[int, ...]:
     """Class ids of ``preset`` plus the comma-separated ``classes`` (names, ids or group names) minus ``exclude``."""
     if preset not in PRESETS:
-        raise ValueError(f"{NODE}: unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+        raise StudioError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
     wanted: set[int] = set() if preset == CUSTOM else set(resolve_classes(preset))
     try:
         wanted |= set(resolve_classes(_split(classes))) if _split(classes) else set()
         removed = set(resolve_classes(_split(exclude))) if _split(exclude) else set()
-    except KeyError as exc:
-        message = exc.args[0] if exc.args else str(exc)
-        raise ValueError(f"{NODE}: {message}") from None
+    except UnknownSegClassError as exc:
+        raise StudioError(exc.message) from None
     ids = tuple(sorted(wanted - removed))
     if not ids:
-        raise ValueError(
-            f"{NODE}: the selection is empty; pick a preset or list classes such as 'Upper_Clothing, Hair' "
+        raise StudioError(
+            "the selection is empty; pick a preset or list classes such as 'Upper_Clothing, Hair' "
             "(names, ids 0-28 or group names)"
         )
     return ids
@@ -58,10 +59,10 @@ def body_part_mask(
 ) -> torch.Tensor:
     """MASK ``(B, H, W)``: 1 where the selected body parts are (0 there with ``invert``); ``person`` N > 0 keeps
     only the N-th largest person."""
-    seg = require_batch(seg, "seg", NODE, "seg")
+    seg = require_batch(seg, "seg", "", "seg")
     ids = selected_classes(preset, classes, exclude)
     if person < 0:
-        raise ValueError(f"{NODE}: person must be 0 (everyone) or 1, 2, ... (largest first), got {person}")
+        raise StudioError(f"person must be 0 (everyone) or 1, 2, ... (largest first), got {person}")
     masks = []
     for result in seg.results:
         m = labels_to_mask(result.labels, ids).to(torch.float32)
@@ -73,8 +74,8 @@ def body_part_mask(
         masks.append(1.0 - m if invert else m)
     sizes = {tuple(m.shape) for m in masks}
     if len(sizes) > 1:
-        raise ValueError(
-            f"{NODE}: the segmentations have different sizes {sorted(sizes)}; cannot form one MASK"
+        raise StudioError(
+            f"the segmentations have different sizes {sorted(sizes)}; cannot form one mask batch"
         )
     return torch.stack(masks).to(output_device)
 
@@ -94,3 +95,23 @@ def person_region(labels: torch.Tensor, person: int) -> torch.Tensor:
 def foreground_masks(seg: TaskBatch) -> torch.Tensor:
     """Person (label > 0) masks ``(B, H, W)`` float."""
     return torch.stack([(r.labels > 0).to(torch.float32) for r in seg.results])
+
+
+def grow_mask(mask: torch.Tensor, pixels: int) -> torch.Tensor:
+    """Dilate (`pixels` > 0) or erode (< 0) a `(..., H, W)` mask with a square of radius `|pixels|`."""
+    if pixels == 0:
+        return mask
+    lead, (h, w) = mask.shape[:-2], mask.shape[-2:]
+    m = mask.reshape(-1, 1, h, w).to(torch.float32)
+    r = abs(pixels)
+    k = 2 * r + 1
+    if pixels > 0:
+        out = F.max_pool2d(F.pad(m, (r, r, r, r), mode="constant", value=0.0), k, stride=1)
+    else:
+        out = -F.max_pool2d(F.pad(-m, (r, r, r, r), mode="constant", value=-1.0), k, stride=1)
+    return out.reshape(*lead, h, w)
+
+
+def feather_mask(mask: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Soft edges: Gaussian blur with `sigma` pixels, clamped to [0, 1]."""
+    return gaussian_blur(mask.to(torch.float32), sigma).clamp(0.0, 1.0)
