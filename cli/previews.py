@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..core.data import keypoints308, seg29
+from ..core.shading.conventions import normals_to_rgb
 
 # Control points of a perceptual dark-to-bright colour ramp (near = bright yellow, far = dark purple).
 _RAMP = np.array(
@@ -40,8 +41,9 @@ def seg_colors(labels: np.ndarray) -> np.ndarray:
 
 
 def normal_colors(normals: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
-    """Unit normals → RGB = (n + 1) / 2 (x, y, z in the OpenCV frame, as the official demo shows them)."""
-    rgb = np.clip((np.nan_to_num(np.asarray(normals, np.float32)) + 1.0) * 0.5, 0.0, 1.0)
+    """OpenCV-frame unit normals → RGB = (n + 1) / 2 in the OpenGL frame (y up, z to the viewer: the familiar
+    lilac of a camera-facing surface, as the official demo shows the model's own output)."""
+    rgb = normals_to_rgb(np.nan_to_num(np.asarray(normals, np.float32)), "opengl")
     out = np.rint(rgb * 255.0).astype(np.uint8)
     if mask is not None:
         out[~np.asarray(mask, bool)] = 0
