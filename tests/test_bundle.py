@@ -373,3 +373,27 @@ def test_a_1_1_bundle_in_another_normal_frame_is_refused(tmp_path: Path) -> None
     ):
         read_bundle(path)
 
+
+def test_checks_round_trip_and_bad_checks(tmp_path: Path) -> None:
+    from sapiens2_studio.core.studio.checks import GeometryReport, check_geometry
+
+    frame = _frame()
+    report = check_geometry(normals=frame.normals, pointmap=frame.points)
+    frame.checks = report
+    path = write_bundle(tmp_path, "checked", frame)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["checks"] == report.to_dict()
+    back = read_bundle(path)
+    assert GeometryReport.from_dict(back.checks) == report
+    frame.checks = {"custom": [1, 2]}
+    assert read_bundle(write_bundle(tmp_path, "plain", frame)).checks == {"custom": [1, 2]}
+    frame.checks = {"bad": float("nan")}
+    with pytest.raises(BundleError, match=r"CaptureFrame\.checks is not JSON data"):
+        write_bundle(tmp_path, "nan", frame)
+    frame.checks = [1, 2]
+    with pytest.raises(BundleError, match="must be a mapping or have to_dict"):
+        write_bundle(tmp_path, "list", frame)
+    doc["checks"] = "fine"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(BundleError, match="'checks' must be a JSON object"):
+        read_bundle(path)
