@@ -89,15 +89,20 @@ def plane_scene(
     *,
     normal: tuple[float, float, float] = (0.0, 0.0, -1.0),
     depth: float = 2.0,
+    through: tuple[float, float, float] | None = None,
     focal: float | None = None,
 ) -> Scene:
-    """A plane through (0, 0, depth) with the given camera-facing unit `normal`, filling the image."""
+    """A plane with the unit `normal` through `through` (default (0, 0, depth)); the mask is where the pixel
+    rays hit it in front of the camera from its `normal` side (a floor: normal (0, −1, 0) through (0, 1, 0))."""
     intr = _default_intrinsics(width, height, focal)
     rays = pixel_rays(width, height, intr)
     n = np.asarray(normal, dtype=np.float64)
     n = n / np.linalg.norm(n)
-    t = (n[2] * depth) / (rays @ n)  # n · (t·d − (0, 0, depth)) = 0
-    points = rays * t[..., None]
-    mask = t > 0
-    normals = np.broadcast_to(n, points.shape).copy()
+    q = np.asarray((0.0, 0.0, depth) if through is None else through, dtype=np.float64)
+    facing = rays @ n  # < 0: the ray meets the side the normal points to
+    hit = facing < -1e-12
+    t = np.where(hit, float(n @ q) / np.where(hit, facing, -1.0), 0.0)  # n · (t·d − q) = 0
+    mask = hit & (t > 0)
+    points = np.where(mask[..., None], rays * t[..., None], 0.0)
+    normals = np.where(mask[..., None], n, 0.0)
     return Scene(points.astype(np.float32), normals.astype(np.float32), mask, intr)
