@@ -226,4 +226,10 @@ def test_inputs_of_different_images_are_refused():
         check_geometry(normals=a.normals, pointmap=b.points)
     with pytest.raises(ValueError, match="channel-last"):
         check_geometry(normals=np.zeros((3, 4, 4)))
+    with pytest.raises(CheckError, match=r"for one image, got shape \(1, 48, 64, 3\)"):
+        check_geometry(normals=NormalResult(torch.from_numpy(a.normals)[None]))
+    with pytest.raises(CheckError, match=r"must be \(H, W\), got shape \(1, 48, 64\)"):
+        check_geometry(normals=a.normals, seg=a.mask[None])
+    listed = check_geometry(normals=a.normals, mask=a.mask.tolist())  # plain nested lists work too
+    assert listed.mask_source == "mask" and listed.normals_facing_camera.share == 1.0
     assert check_geometry().mask_source == "none" and check_geometry().ok

@@ -226,22 +226,28 @@ def _grid(value: Any, stride: int) -> np.ndarray:
 
 
 def _dense(value: Any, name: str) -> tuple[Any, Any]:
-    """(array, own mask or None) from a NormalResult / PointmapResult or an (H, W, 3) array."""
+    """(array, own mask or None) from a NormalResult / PointmapResult or an (H, W, 3) array (torch or numpy)."""
+    own_mask = None
     for attr in ("normals", "points"):
         if hasattr(value, attr):
-            return getattr(value, attr), getattr(value, "mask", None)
-    shape = tuple(getattr(value, "shape", np.shape(value)))
+            value, own_mask = getattr(value, attr), getattr(value, "mask", None)
+            break
+    if not hasattr(value, "shape"):
+        value = np.asarray(value)
+    shape = tuple(value.shape)
     if len(shape) != 3 or shape[2] != 3:
         raise CheckError(f"{name} must be (H, W, 3) channel-last for one image, got shape {shape}")
-    return value, None
+    return value, own_mask
 
 
 def _foreground(seg: Any) -> Any:
     """Bool (H, W) from a SegResult (label > 0), int labels (> 0) or a bool / 0..1 mask (> 0.5)."""
     if hasattr(seg, "foreground"):
         return seg.foreground()
-    arr = seg
-    kind = str(getattr(arr, "dtype", np.asarray(arr).dtype))
+    arr = seg if hasattr(seg, "dtype") else np.asarray(seg)
+    if len(arr.shape) != 2:
+        raise CheckError(f"the person mask / segmentation must be (H, W), got shape {tuple(arr.shape)}")
+    kind = str(arr.dtype)
     if "bool" in kind:
         return arr
     if "int" in kind:
@@ -249,7 +255,7 @@ def _foreground(seg: Any) -> Any:
     return arr > 0.5
 
 
-def _unit_or_nan(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _unit(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Normalised vectors and where they were usable (finite, length > 0.5: real normals, not background)."""
     n = n.astype(np.float64)
     finite = np.isfinite(n).all(axis=-1)
@@ -324,7 +330,7 @@ def compare_normals_to_pointmap(
     geo, valid = normals_from_pointmap(
         points, stride=stride, max_slant_deg=max_slant_deg, max_depth_jump=max_depth_jump
     )
-    pred, pred_ok = _unit_or_nan(_grid(normals, stride))
+    pred, pred_ok = _unit(_grid(normals, stride))
     if pred.shape != geo.shape:
         raise CheckError(f"normals {pred.shape} and pointmap {geo.shape} differ on the check grid")
     use = valid & pred_ok
@@ -345,7 +351,7 @@ def camera_facing_share(
     """Share of the person's normals that face the camera: n · v > 0 with v = −P / |P| (toward the camera) where
     the pointmap is valid, else v = (0, 0, −1). The visible surface of a solid faces the camera everywhere, so
     real predictions give nearly 1 and a flipped z sign nearly 0."""
-    n, ok = _unit_or_nan(_grid(normals, stride))
+    n, ok = _unit(_grid(normals, stride))
     view = np.broadcast_to(np.array([0.0, 0.0, -1.0]), n.shape).copy()
     if points is not None:
         p = _grid(points, stride).astype(np.float64)
