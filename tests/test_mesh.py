@@ -138,3 +138,43 @@ def test_bad_inputs(tmp_path: Path) -> None:
         write_glb(tmp_path / "e.glb", empty)
     with pytest.raises(ValueError, match=r"use \.ply or \.glb"):
         write_mesh(tmp_path / "m.obj", empty)
+
+
+def _sphere_mesh():
+    from sapiens2_studio.core.testing.scenes import ellipsoid_scene
+
+    scene = ellipsoid_scene(64, 64, center=(0.0, 0.0, 3.0), semi_axes=(0.4, 0.4, 0.4), focal=200.0)
+    return scene, pointmap_to_mesh(scene.points, mask=scene.mask, normals=scene.normals)
+
+
+def _winding_normals(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    tri = vertices[faces.astype(np.int64)]
+    return np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+
+
+def test_ply_vertex_normals_of_a_sphere_point_out_and_toward_the_camera(tmp_path: Path) -> None:
+    """OpenCV frame: outward = away from the centre (0, 0, 3), toward the camera = −P, up = −y."""
+    _, mesh = _sphere_mesh()
+    _, verts, faces = _read_ply(write_ply(tmp_path / "sphere.ply", mesh))
+    v = np.stack([verts["x"], verts["y"], verts["z"]], 1).astype(np.float64)
+    n = np.stack([verts["nx"], verts["ny"], verts["nz"]], 1).astype(np.float64)
+    outward = ((v - (0.0, 0.0, 3.0)) / 0.4 * n).sum(1)
+    assert outward.min() > 0.9999 and ((-v) * n).sum(1).min() > 0  # measured: 1 − 1e-7; rim ≈ 0.04·|P|
+    top = v[:, 1] < -0.35
+    assert top.any() and (n[top, 1] < -0.85).all()  # the top of the sphere faces up: −y
+    face_n = _winding_normals(v, faces)
+    assert ((face_n * n[faces[:, 0]]).sum(1) > 0).all()  # winding agrees with the vertex normals
+
+
+def test_glb_vertex_normals_of_a_sphere_are_in_the_gltf_frame(tmp_path: Path) -> None:
+    """glTF frame (y up, the camera looks down −z): outward from (0, 0, −3), up = +y, toward the camera = +z-ish."""
+    _, mesh = _sphere_mesh()
+    _, arrays = _read_glb(write_glb(tmp_path / "sphere.glb", mesh))
+    v, n = arrays["POSITION"].astype(np.float64), arrays["NORMAL"].astype(np.float64)
+    assert (((v - (0.0, 0.0, -3.0)) / 0.4 * n).sum(1)).min() > 0.9999
+    assert ((-v) * n).sum(1).min() > 0
+    top = v[:, 1] > 0.35
+    assert top.any() and (n[top, 1] > 0.85).all()
+    faces = arrays["indices"].reshape(-1, 3)
+    face_n = _winding_normals(v, faces)  # counter-clockwise front faces, as glTF requires
+    assert ((face_n * n[faces[:, 0].astype(np.int64)]).sum(1) > 0).all()

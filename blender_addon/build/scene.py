@@ -353,7 +353,9 @@ def _read_selection(paths: list[Path], warnings: list[str]) -> list[Capture | Se
     frames = [c for c in parsed if isinstance(c, Capture) and c.json_path.resolve() in in_sequences]
     if frames:
         warnings.append(f"Skipped {len(frames)} frame file(s) already imported through their .sequence.json.")
-    return [item for item in parsed if not any(item is c for c in frames)]
+    kept = [item for item in parsed if not any(item is c for c in frames)]
+    warnings.extend(note for item in kept for note in item.notes)  # e.g. 1.0 normals converted, once each
+    return kept
 
 
 def import_files(

@@ -1,5 +1,9 @@
 """Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
 
+Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks`. Version
+1.0 files (written before the normal models' frame was settled) hold the model's raw OpenGL-frame normals
+under the label "opencv"; the reader converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
+
 The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
 strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
 to temporary names first and the JSON is renamed last, so an existing `<name>.json` always has its EXR.
@@ -13,7 +17,8 @@ import math
 import os
 import re
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +38,7 @@ __all__ = [
     "BundleError",
     "CaptureFrame",
     "CapturePerson",
+    "LegacyNormalsWarning",
     "default_camera",
     "frame_name",
     "metadata_tables",
@@ -43,8 +49,14 @@ __all__ = [
 
 FORMAT_NAME = "sapiens2-capture"
 SEQUENCE_FORMAT_NAME = "sapiens2-capture-sequence"
-FORMAT_VERSION = "1.0"
+FORMAT_VERSION = "1.1"
 _MAJOR = 1
+# Normals of bundles older than this hold the model's frame (OpenGL: x right, y up, z toward the viewer)
+# under the label "opencv". Converting them to OpenCV negates y and z; this must equal
+# `core.shading.conventions.frame_signs(MODEL_NORMAL_FRAME, CANONICAL_FRAME)` (formats stay numpy-only, so the
+# signs are written out here; tests/test_normal_frame.py checks that they agree).
+_CANONICAL_NORMALS_SINCE = (1, 1)
+LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
 _LAYER_ORDER = ("rgba", "P", "N", "albedo", "seg", "mask")
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
@@ -61,6 +73,19 @@ _CONVENTIONS = {
     "pixel_origin": "top-left corner",
     "color": "scene-linear (sRGB primaries)",
 }
+
+
+class LegacyNormalsWarning(UserWarning):
+    """A version-1.0 bundle's normals were converted to the OpenCV frame while reading."""
+
+
+def legacy_normals_note(name: str) -> str:
+    """The one message a host shows when it converted a 1.0 bundle's normals (`name`: file or sequence)."""
+    return (
+        f"{name}: capture bundle version 1.0 stores the normal model's OpenGL-frame output labelled 'opencv'; "
+        "its normals were converted to the OpenCV frame (y and z negated) while reading. Re-export it to write "
+        f"version {FORMAT_VERSION}."
+    )
 
 
 @dataclass
@@ -104,7 +129,9 @@ class CaptureFrame:
     """Everything one bundle holds, in memory. Arrays are (H, W[, C]) with row 0 = top.
 
     `image` and `albedo` are sRGB-encoded 0..1 (float) or uint8; points are metric OpenCV-frame XYZ;
-    normals are unit OpenCV-frame vectors; seg holds class ids; mask is 0..1.
+    normals are unit OpenCV-frame vectors (the canonical frame); seg holds class ids; mask is 0..1.
+    `checks`: the cross-task geometry report (`core.studio.checks.GeometryReport` or its `to_dict()`), stored
+    as the JSON's `checks` object when given. `notes`: what the reader did to bring an older file up to date.
     """
 
     width: int
@@ -121,8 +148,10 @@ class CaptureFrame:
     pointmap_scale: float | None = None
     frame: int | None = None
     source_name: str | None = None
+    checks: Any = None
     name: str | None = None  # set by read_bundle
-    version: str = FORMAT_VERSION  # set by read_bundle
+    version: str = FORMAT_VERSION  # set by read_bundle (the file's version, before any conversion)
+    notes: list[str] = field(default_factory=list)  # set by read_bundle
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -269,6 +298,21 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     return channels, layers
 
 
+def _checks_json(checks: Any) -> dict[str, Any] | None:
+    """The `checks` object: a mapping or anything with `to_dict()` (a GeometryReport), strict JSON."""
+    if checks is None:
+        return None
+    data = checks.to_dict() if hasattr(checks, "to_dict") else checks
+    if not isinstance(data, Mapping):
+        raise BundleError(
+            f"CaptureFrame.checks must be a mapping or have to_dict(), got {type(checks).__name__}"
+        )
+    try:
+        return json.loads(json.dumps(dict(data), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"CaptureFrame.checks is not JSON data ({exc})") from exc
+
+
 def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], layers: list[str]) -> dict:
     names, skeleton, classes = metadata_tables()
     camera = dict(frame.camera) if frame.camera else default_camera(frame.width, frame.height)
@@ -299,7 +343,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
             ]
         people_json.append(entry)
     source = Path(str(frame.source_name)).name if frame.source_name else None
-    return {
+    checks = _checks_json(frame.checks)
+    doc = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "name": name,
@@ -324,6 +369,9 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         "skeleton": skeleton,
         "seg_classes": classes,
     }
+    if checks is not None:
+        doc["checks"] = checks
+    return doc
 
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
@@ -431,8 +479,29 @@ def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
     return people
 
 
-def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
-    """Read one frame bundle; raises BundleError naming the file and the problem."""
+def _version_tuple(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def _legacy_normals(path: Path, doc: dict[str, Any], version: str) -> bool:
+    """True when the stored normals are the 1.0 legacy model frame; refuses a frame this reader cannot use."""
+    if _version_tuple(version) < _CANONICAL_NORMALS_SINCE:
+        return True
+    declared = (doc.get("conventions") or {}).get("normals_frame", "opencv")
+    if declared != "opencv":
+        raise BundleError(
+            f"{path}: normals_frame is {declared!r}; version {_MAJOR}.x bundles store normals in 'opencv'"
+        )
+    return False
+
+
+def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> CaptureFrame:
+    """Read one frame bundle; raises BundleError naming the file and the problem.
+
+    Normals come back in the OpenCV frame whatever the file's version: a 1.0 file's are converted, noted in
+    `frame.notes`, and (unless `warn` is False, e.g. for the later frames of a sequence) announced with a
+    `LegacyNormalsWarning`."""
     path = Path(json_path)
     doc = _load_json(path, "capture bundle JSON")
     version = _check_version(path, doc, FORMAT_NAME)
@@ -469,6 +538,11 @@ def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
         frame.points = _stack(channels, _LAYER_CHANNELS["P"])
     if "N" in layers:
         frame.normals = _stack(channels, _LAYER_CHANNELS["N"])
+        if _legacy_normals(path, doc, version):
+            frame.normals *= np.asarray(LEGACY_NORMAL_SIGNS, dtype=np.float32)
+            frame.notes.append(legacy_normals_note(path.name))
+            if warn:
+                warnings.warn(frame.notes[-1], LegacyNormalsWarning, stacklevel=2)
     if "albedo" in layers:
         frame.albedo = linear_to_srgb(_stack(channels, _LAYER_CHANNELS["albedo"]))
     if "seg" in layers:
@@ -481,6 +555,10 @@ def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
     frame.pointmap_scale = doc.get("pointmap_scale")
     frame.frame = doc.get("frame")
     frame.source_name = (doc.get("image") or {}).get("source")
+    checks = doc.get("checks")
+    if checks is not None and not isinstance(checks, dict):
+        raise BundleError(f"{path}: 'checks' must be a JSON object when present")
+    frame.checks = checks
     return frame
 
 

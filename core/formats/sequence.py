@@ -1,6 +1,7 @@
 """Capture-bundle sequences (docs/formats.md §2.3): numbered frame bundles plus `<name>.sequence.json`.
 
 The index is written last and atomically, so its presence means every listed frame was written completely.
+Reading a sequence of version-1.0 frames converts each frame's normals (see `read_bundle`) but warns once.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,12 +87,16 @@ class CaptureSequence:
     frame_numbers: list[int]
     json_paths: list[Path]
     version: str = FORMAT_VERSION
+    warned: bool = field(default=False, repr=False)  # a LegacyNormalsWarning was issued for one of its frames
 
     def __len__(self) -> int:
         return len(self.json_paths)
 
     def load(self, index: int) -> CaptureFrame:
-        return read_bundle(self.json_paths[index])
+        """Read frame `index` (every frame's `notes` say what was converted; the warning comes once)."""
+        frame = read_bundle(self.json_paths[index], warn=not self.warned)
+        self.warned = self.warned or bool(frame.notes)
+        return frame
 
     def __iter__(self) -> Iterator[CaptureFrame]:
         for index in range(len(self)):

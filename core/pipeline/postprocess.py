@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..shading.conventions import model_to_canonical
 from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
 
@@ -81,12 +82,15 @@ def unit_normals(x: Tensor, eps: float = 1e-8) -> Tensor:
 
 
 def normals_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
-    """Raw normal output → (B, 3, H, W) unit normals at the original size.
+    """Raw normal output → (B, 3, H, W) unit normals at the original size, in the canonical (OpenCV) frame.
 
     Normalised at network resolution (as the reference), then cropped and resized, then normalised again so
     every pixel stays a unit vector (the reference skips the second step; resizing shortens vectors at edges).
+    Last, the pipeline's only frame conversion: from the frame the model predicts in (`MODEL_NORMAL_FRAME`,
+    OpenGL: y up, z toward the viewer) to `CANONICAL_FRAME` (OpenCV, the pointmap's frame), a sign flip of y
+    and z that commutes with the resize and the normalisation (docs/conventions.md).
     """
-    return unit_normals(uncrop(unit_normals(raw.to(torch.float32)), layout))
+    return model_to_canonical(unit_normals(uncrop(unit_normals(raw.to(torch.float32)), layout)), dim=-3)
 
 
 def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:

@@ -152,7 +152,9 @@ def predict_normal(
     should_stop: StopFn | None = None,
     alpha: AlphaMode = "composite",
 ) -> list[NormalResult]:
-    """Unit surface normals (H, W, 3), OpenCV camera frame; `seg` (one SegResult per image) adds a mask."""
+    """Unit surface normals (H, W, 3) in the canonical OpenCV camera frame (x right, y down, z forward; converted
+    from the model's OpenGL frame in post-processing, see `normals_to_image`); `seg` (one SegResult per image)
+    adds a mask."""
 
     def build(raw: Tensor, j: int, layout: Any) -> NormalResult:
         return NormalResult(normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)

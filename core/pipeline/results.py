@@ -70,7 +70,7 @@ class SegResult:
 
 @dataclass
 class NormalResult:
-    normals: Tensor  # (H, W, 3) float32 unit vectors, OpenCV camera frame (x right, y down, z forward)
+    normals: Tensor  # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward)
     mask: Tensor | None = None  # (H, W) bool
 
 

@@ -8,7 +8,8 @@ Units: a light's ``intensity`` is the radiance a white Lambertian surface facing
 intensity 1 straight on a white surface gives exactly 1.0 (linear).  A constant environment or ambient of radiance
 ``L`` makes a white surface reflect ``L`` whatever its orientation.
 
-Frame: OpenCV camera frame (x right, y down, z forward), the frame of Sapiens2 normals and pointmaps.  A light
+Frame: the canonical OpenCV camera frame (x right, y down, z forward) of the project's normals (converted from
+the model's OpenGL frame in post-processing, docs/conventions.md) and pointmaps.  A light
 ``direction`` points FROM the surface TOWARDS the light; a surface facing the camera has normal (0, 0, -1).
 """
 

@@ -118,3 +118,61 @@ def write_synthetic_checkpoint(
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(synthetic_state_dict(task, seed=seed, **dims), str(path))
     return path
+
+
+# Output convolution of each dense head (1×1, 3 channels): zero weights + a bias = that bias at every pixel.
+_OUTPUT_CONV = {"normal": "conv_normal", "albedo": "conv_albedo", "pointmap": "conv_pointmap"}
+
+
+def constant_output_state_dict(
+    task: str,
+    value: tuple[float, float, float],
+    *,
+    scale: float | None = None,
+    seed: int = 0,
+    **dims,
+) -> dict[str, torch.Tensor]:
+    """Tiny official-layout weights of a dense model whose raw output is `value` at every pixel.
+
+    Why: a known raw output is the only way to test, without real weights, what the pipeline does to a
+    prediction (e.g. that a normal model's raw (0, 0.6, 0.8) is stored as its canonical-frame conversion).
+    The head's 1×1 output convolution gets zero weights and `value` as bias, so the backbone's features
+    do not matter. For a pointmap model `scale` fixes the predicted scale the same way (last scale layer).
+    """
+    if task not in _OUTPUT_CONV:
+        raise CheckpointError(f"constant outputs exist for {', '.join(_OUTPUT_CONV)}, not {task!r}")
+    if len(value) != 3:
+        raise CheckpointError(f"the constant output needs 3 values, got {value!r}")
+    state = synthetic_state_dict(task, seed=seed, **dims)
+    conv = f"decode_head.{_OUTPUT_CONV[task]}"
+    state[f"{conv}.weight"] = torch.zeros_like(state[f"{conv}.weight"])
+    state[f"{conv}.bias"] = torch.tensor([float(v) for v in value], dtype=state[f"{conv}.bias"].dtype)
+    if scale is not None:
+        if task != "pointmap":
+            raise CheckpointError("only a pointmap model predicts a scale")
+        last = max(
+            (k for k in state if k.startswith("decode_head.scale_final_layer.") and k.endswith(".weight")),
+            key=lambda k: int(k.split(".")[2]),
+        )
+        state[last] = torch.zeros_like(state[last])
+        bias = last.replace(".weight", ".bias")
+        state[bias] = torch.full_like(state[bias], float(scale))
+    return state
+
+
+def write_constant_output_checkpoint(
+    path: str | os.PathLike,
+    task: str,
+    value: tuple[float, float, float],
+    *,
+    scale: float | None = None,
+    seed: int = 0,
+    **dims,
+) -> Path:
+    """Write `constant_output_state_dict(...)` as a `.safetensors` file and return its path."""
+    from safetensors.torch import save_file
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(constant_output_state_dict(task, value, scale=scale, seed=seed, **dims), str(path))
+    return path

@@ -137,6 +137,8 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
     sc.write_figure(bundles, "figure", 768, 1024)
     sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)
+    sc.write_sphere(bundles, "sphere")
+    sc.write_sphere(bundles, "sphere_v10", legacy=True)
     _write_bad_bundles(bundles, sc)
     _write_clip(bundles / "walkclip.mp4", frames=6)
     np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))

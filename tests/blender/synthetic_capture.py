@@ -310,3 +310,36 @@ def write_tracked_sequence(folder: Path, name: str, width: int, height: int) -> 
         frame.people = people
         frames.append(frame)
     return write_sequence(folder, name, frames, fps=24.0)
+
+
+SPHERE = {"width": 64, "height": 64, "center": (0.0, 0.0, 3.0), "radius": 0.4, "focal": 200.0}
+
+
+def write_sphere(folder: Path, name: str = "sphere", *, legacy: bool = False) -> Path:
+    """A sphere (exact pointmap and outward OpenCV-frame normals) in front of the camera, background invalid.
+
+    ``legacy``: what a version-1.0 writer produced: the normal model's raw OpenGL-frame output (y and z of the
+    OpenCV normals negated) labelled "opencv", in a JSON of version "1.0"."""
+    from sapiens2_studio.core.formats.bundle import CaptureFrame, write_bundle
+    from sapiens2_studio.core.testing.scenes import ellipsoid_scene
+
+    r = SPHERE["radius"]
+    scene = ellipsoid_scene(
+        SPHERE["width"], SPHERE["height"], center=SPHERE["center"], semi_axes=(r, r, r), focal=SPHERE["focal"]
+    )
+    normals = scene.normals * np.array([1.0, -1.0, -1.0], np.float32) if legacy else scene.normals
+    fx, fy, cx, cy = scene.intrinsics
+    frame = CaptureFrame(
+        width=SPHERE["width"],
+        height=SPHERE["height"],
+        points=scene.points,
+        normals=normals,
+        mask=scene.mask.astype(np.float32),
+        camera={"fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"},
+    )
+    path = write_bundle(folder, name, frame)
+    if legacy:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc["version"] = "1.0"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
