@@ -18,7 +18,7 @@ NORMAL_CONVENTIONS = {
     "opengl (blender camera, y up)": "opengl",
     "controlnet (BAE colours)": "controlnet",
     "directx (y down)": "directx",
-    "opencv (raw Sapiens2 frame)": "opencv",
+    "opencv (camera frame, y down)": "opencv",
 }
 
 

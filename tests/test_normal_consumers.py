@@ -10,10 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sapiens2_studio.cli.previews import normal_colors
-from sapiens2_studio.comfy_nodes import relight_logic
-from sapiens2_studio.comfy_nodes.normal_images import normal_images
-from sapiens2_studio.comfy_nodes.types import TaskBatch
+from sapiens2_studio.comfy_nodes.labels import NORMAL_CONVENTIONS
 from sapiens2_studio.core.pipeline.results import NormalResult, PointmapResult
 from sapiens2_studio.core.shading.conventions import normals_to_rgb
 from sapiens2_studio.core.shading.relight import (
@@ -23,7 +20,10 @@ from sapiens2_studio.core.shading.relight import (
     relight,
 )
 from sapiens2_studio.core.shading.shadows import shadow_visibility
+from sapiens2_studio.core.studio import relighting as relight_logic
+from sapiens2_studio.core.studio.batches import TaskBatch
 from sapiens2_studio.core.studio.checks import normals_from_pointmap
+from sapiens2_studio.core.studio.previews import normal_map, normal_map_batch, to_uint8
 from sapiens2_studio.core.testing.scenes import ellipsoid_scene, plane_scene
 
 ABOVE = DirectionalLight.from_angles(0.0, 90.0)  # straight above the subject, as seen from the camera
@@ -141,7 +141,7 @@ def test_patch_colours_from_the_pointmap_geometry(direction):
     batch = TaskBatch("normal", [NormalResult(torch.from_numpy(scene.normals))])
     row, col = (int(i[0]) for i in np.nonzero(valid))
     for convention, label in node_labels.items():
-        image = normal_images(batch, label)[0, row, col]
+        image = normal_map_batch(batch, NORMAL_CONVENTIONS[label])[0, row, col]
         assert image.tolist() == pytest.approx(COLOURS[convention][direction])
-    preview = normal_colors(scene.normals)[row, col]  # CLI preview: OpenGL colours
+    preview = to_uint8(normal_map(scene.normals))[row, col]  # CLI preview: OpenGL colours
     assert preview.tolist() == [round(255 * c) for c in COLOURS["opengl"][direction]]

@@ -115,12 +115,12 @@ def test_cli_bundle_holds_the_converted_constant(constant_normal, tmp_path):
 
 def test_comfyui_bundle_holds_the_converted_constant(constant_normal, tmp_path):
     pytest.importorskip("OpenEXR")
-    from sapiens2_studio.comfy_nodes import export_logic, loader_logic, task_logic
-    from sapiens2_studio.comfy_nodes.runtime import Runtime
+    from sapiens2_studio.core.studio import capture_frames, models, run_tasks
+    from sapiens2_studio.core.studio.exports import save_capture_bundle
 
-    loaded = loader_logic.load_sapiens2(constant_normal)
+    loaded = models.load(constant_normal, device="cpu")  # what the Normals and Save Capture Bundle nodes run
     image = torch.rand(1, 24, 20, 3, generator=torch.Generator().manual_seed(1))
-    batch = task_logic.dense(loaded, "normal", image, runtime=Runtime(), node="Sapiens2 Normals")
-    frames = export_logic.capture_frames(image, normals=batch)
-    path = export_logic.save_capture_bundle(tmp_path, "comfy", frames)
+    batch = run_tasks({"normal": loaded}, image)["normal"]
+    frames = capture_frames(image, {"normal": batch})
+    path = save_capture_bundle(tmp_path, "comfy", frames)
     _assert_bundle_holds_canonical(path, (20, 24))
