@@ -8,7 +8,7 @@ import sys
 from ..core.studio.errors import StudioError
 from ..core.studio.host import Host
 from ..core.studio.job import JobSpec, PredictJob
-from .main import UsageError, parse_checkpoint_overrides, parse_tasks
+from .arguments import UsageError, parse_checkpoint_overrides, parse_tasks
 from .progress import Progress
 
 

@@ -121,12 +121,6 @@ def official_file(task: str, size: str) -> OfficialFile:
     return OfficialFile(task, size, repo, name)
 
 
-def released_files(task: str | None = None) -> list[OfficialFile]:
-    """Every released file (of one task, or all), in catalogue order."""
-    tasks = ALL_TASKS if task is None else (task,)
-    return [official_file(t, s) for t in tasks for s in RELEASED.get(t, ())]
-
-
 _OFFICIAL_NAME = re.compile(r"^sapiens2_(?P<size>[0-9.]+b(?:_4k)?)_(?P<task>[a-z]+)\.safetensors$")
 
 

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Literal
 
 Frontend = Literal["python", "cli", "comfyui"]
-FRONTENDS: tuple[Frontend, ...] = ("python", "cli", "comfyui")
 BUG_REPORT_URL = "https://github.com/sapiens2-studio/sapiens2-studio/issues"
 
 
@@ -50,15 +49,3 @@ def _rebuild(cls: type[Sapiens2Error], message: str, hints: dict[str, str]) -> S
     error = cls.__new__(cls)
     Sapiens2Error.__init__(error, message, hints=hints)
     return error
-
-
-def user_message(error: BaseException, frontend: Frontend) -> str:
-    """What `frontend` shows for an error: the tailored text of a Sapiens2Error, else the plain message."""
-    if isinstance(error, Sapiens2Error):
-        return error.text(frontend)
-    return str(error)
-
-
-def is_user_error(error: BaseException) -> bool:
-    """True for deliberate, user-fixable errors; everything else is a bug to report with its traceback."""
-    return isinstance(error, Sapiens2Error)

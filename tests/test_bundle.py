@@ -16,12 +16,11 @@ from sapiens2_studio.core.formats.bundle import (  # noqa: E402
     CaptureFrame,
     LegacyNormalsWarning,
     read_bundle,
-    read_sequence,
     sanitize_name,
     write_bundle,
-    write_sequence,
 )
 from sapiens2_studio.core.formats.exr import linear_to_srgb, srgb_to_linear  # noqa: E402
+from sapiens2_studio.core.formats.sequence import read_sequence, write_sequence  # noqa: E402
 
 H, W = 24, 32
 

@@ -20,7 +20,8 @@ import torch
 from safetensors.torch import save_file
 from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.checkpoints.hub import sha256_file
-from sapiens2_studio.core.formats.bundle import read_bundle, read_sequence
+from sapiens2_studio.core.formats.bundle import read_bundle
+from sapiens2_studio.core.formats.sequence import read_sequence
 from sapiens2_studio.core.testing.synthetic import synthetic_state_dict, write_synthetic_checkpoint
 
 TASKS = ("pose", "seg", "normal", "albedo", "pointmap")

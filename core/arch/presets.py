@@ -25,7 +25,6 @@ DENSE = {
     ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
 }
 DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
-RELEASED_TASK_SIZES = ("0.4b", "0.8b", "1b", "5b")
 
 
 def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:

@@ -39,7 +39,6 @@ __all__ = [
 
 HOME_ENV = "SAPIENS2_HOME"
 HUB_URL = catalogue.HUB_URL
-ALL_SIZES = catalogue.SIZES
 TASK_SIZES = catalogue.RELEASED  # sizes with public weights, per task
 # Known-good sha256 per file name, checked in addition to the Hub's LFS hash. None are known today: the project
 # has not been able to download the official files yet. Add entries as "file name": "hex digest".

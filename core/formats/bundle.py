@@ -11,7 +11,6 @@ to temporary names first and the JSON is renamed last, so an existing `<name>.js
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -28,6 +27,7 @@ import numpy as np
 
 from ..data import keypoints308, seg29
 from .arrays import to_numpy
+from .documents import MAJOR, check_version, load_json, remove_quietly
 from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
 
@@ -50,7 +50,6 @@ __all__ = [
 FORMAT_NAME = "sapiens2-capture"
 SEQUENCE_FORMAT_NAME = "sapiens2-capture-sequence"
 FORMAT_VERSION = "1.1"
-_MAJOR = 1
 # Normals of bundles older than this hold the model's frame (OpenGL: x right, y up, z toward the viewer)
 # under the label "opencv". Converting them to OpenCV negates y and z; this must equal
 # `core.shading.conventions.frame_signs(MODEL_NORMAL_FRAME, CANONICAL_FRAME)` (formats stay numpy-only, so the
@@ -242,11 +241,6 @@ def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
     return out
 
 
-def _remove_quietly(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
 # --------------------------------------------------------------------------------------------------- writing
 
 
@@ -406,44 +400,17 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
         tmp_json.write_text(
             json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
         )
-        _remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
+        remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)
         os.replace(tmp_json, json_path)
     except BaseException:
-        _remove_quietly(tmp_exr)
-        _remove_quietly(tmp_json)
+        remove_quietly(tmp_exr)
+        remove_quietly(tmp_json)
         raise
     return json_path
 
 
 # --------------------------------------------------------------------------------------------------- reading
-
-
-def _load_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise BundleError(f"{path}: {what} not found")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict):
-        raise BundleError(f"{path}: expected a JSON object at the top level")
-    return doc
-
-
-def _check_version(path: Path, doc: dict[str, Any], expected_format: str) -> str:
-    if doc.get("format") != expected_format:
-        raise BundleError(f"{path}: 'format' is {doc.get('format')!r}, expected {expected_format!r}")
-    version = str(doc.get("version", ""))
-    match = re.fullmatch(r"(\d+)\.(\d+)", version)
-    if not match:
-        raise BundleError(f"{path}: 'version' must look like '1.0', got {version!r}")
-    if int(match.group(1)) > _MAJOR:
-        raise BundleError(
-            f"{path}: bundle version {version} was written by a newer Sapiens2 Studio; this reader supports "
-            f"version {_MAJOR}.x. Update sapiens2-studio (pip install -U sapiens2-studio)."
-        )
-    return version
 
 
 def _stack(channels: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
@@ -491,7 +458,7 @@ def _legacy_normals(path: Path, doc: dict[str, Any], version: str) -> bool:
     declared = (doc.get("conventions") or {}).get("normals_frame", "opencv")
     if declared != "opencv":
         raise BundleError(
-            f"{path}: normals_frame is {declared!r}; version {_MAJOR}.x bundles store normals in 'opencv'"
+            f"{path}: normals_frame is {declared!r}; version {MAJOR}.x bundles store normals in 'opencv'"
         )
     return False
 
@@ -503,8 +470,8 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     `frame.notes`, and (unless `warn` is False, e.g. for the later frames of a sequence) announced with a
     `LegacyNormalsWarning`."""
     path = Path(json_path)
-    doc = _load_json(path, "capture bundle JSON")
-    version = _check_version(path, doc, FORMAT_NAME)
+    doc = load_json(path, "capture bundle JSON")
+    version = check_version(path, doc, FORMAT_NAME)
     try:
         width, height = int(doc["image"]["width"]), int(doc["image"]["height"])
         exr_name = str(doc["exr"])
@@ -560,16 +527,3 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
         raise BundleError(f"{path}: 'checks' must be a JSON object when present")
     frame.checks = checks
     return frame
-
-
-# Sequences live in `sequence.py` (one job per module). They stay importable from here, lazily (PEP 562), so
-# `bundle.write_sequence` / `bundle.SequenceWriter` keep working without an import cycle.
-_SEQUENCE_NAMES = ("CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SEQUENCE_NAMES:
-        from . import sequence
-
-        return getattr(sequence, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,14 +19,12 @@ from .bundle import (
     SEQUENCE_FORMAT_NAME,
     BundleError,
     CaptureFrame,
-    _check_version,
-    _load_json,
-    _remove_quietly,
     frame_name,
     read_bundle,
     sanitize_name,
     write_bundle,
 )
+from .documents import check_version, load_json, remove_quietly
 
 __all__ = ["CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence"]
 
@@ -45,8 +43,12 @@ class SequenceWriter:
         number = len(self.entries) + 1 if number is None else int(number)
         frame.frame = number
         json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
-        self.entries.append({"frame": number, "json": json_path.name})
+        self.record(number, json_path.name)
         return json_path
+
+    def record(self, number: int, json_name: str) -> None:
+        """List a frame bundle that was written by other means (e.g. with its previews) in the index."""
+        self.entries.append({"frame": int(number), "json": str(json_name)})
 
     def close(self) -> Path:
         """Write `<name>.sequence.json` (atomically) and return its path."""
@@ -63,7 +65,7 @@ class SequenceWriter:
             tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
             os.replace(tmp, path)
         finally:
-            _remove_quietly(tmp)
+            remove_quietly(tmp)
         return path
 
 
@@ -106,8 +108,8 @@ class CaptureSequence:
 def read_sequence(path: str | os.PathLike[str]) -> CaptureSequence:
     """Read `<name>.sequence.json`; checks that every listed frame JSON exists."""
     index_path = Path(path)
-    doc = _load_json(index_path, "sequence index")
-    version = _check_version(index_path, doc, SEQUENCE_FORMAT_NAME)
+    doc = load_json(index_path, "sequence index")
+    version = check_version(index_path, doc, SEQUENCE_FORMAT_NAME)
     entries = doc.get("frames")
     if not isinstance(entries, list):
         raise BundleError(f"{index_path}: 'frames' must be a list")

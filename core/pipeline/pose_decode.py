@@ -91,20 +91,6 @@ def _blur_exact_at(padded: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: 
     return out.to(padded.device)
 
 
-def modulate_heatmaps(heatmaps: Tensor, kernel_size: int = 11) -> Tensor:
-    """Zero-padded Gaussian blur rescaled per channel to the original maximum, in float32 over whole maps.
-
-    A fast approximation for inspection; decoding uses `_modulated_at`, which is bit-exact with the reference.
-    """
-    b, k, h, w = heatmaps.shape
-    hm = heatmaps.to(torch.float32)
-    taps = [float(v) for v in opencv_gaussian_kernel(kernel_size)]
-    pad = kernel_size // 2
-    out = _blur_fast(F.pad(hm, (pad, pad, pad, pad)), taps, h, w)
-    ratio = hm.reshape(b, k, -1).amax(dim=2) / out.reshape(b, k, -1).amax(dim=2)
-    return out * ratio[..., None, None]
-
-
 def _modulated_at(heatmaps: Tensor, channel: Tensor, y: Tensor, x: Tensor, kernel_size: int) -> Tensor:
     """Reference-exact modulated values (blur, rescale to the channel's maximum) at selected pixels.
 

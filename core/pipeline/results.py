@@ -43,12 +43,6 @@ class PoseResult:
     image_size: tuple[int, int]  # (W, H)
     warnings: list[str] = field(default_factory=list)
 
-    def keypoints_array(self) -> np.ndarray:
-        """(P, 308, 3) float32 for all people (P may be 0)."""
-        if not self.people:
-            return np.zeros((0, 308, 3), dtype=np.float32)
-        return np.stack([p.keypoints for p in self.people])
-
 
 @dataclass
 class SegResult:

@@ -125,12 +125,3 @@ def check_same_size(name: str, value: Any, image: torch.Tensor, where: str) -> t
             f"{image.shape[2]}x{image.shape[1]}; they must be the same size"
         )
     return match_batch(name, value, image.shape[0], where)
-
-
-def check_result_size(batch: TaskBatch, size: tuple[int, int], where: str, name: str) -> None:
-    """Results computed from another image size are a wiring mistake; say which input and both sizes."""
-    if tuple(batch.size) != tuple(size):
-        raise StudioError(
-            f"{place(where)}'{name}' is {batch.size[0]}x{batch.size[1]} but the image is {size[0]}x{size[1]}; "
-            "connect results computed from this same image"
-        )

@@ -13,7 +13,6 @@ import torch
 
 from .errors import StudioError
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 DTYPE_CHOICES = ("auto", "bf16", "fp16", "fp32")
 ATTENTION_CHOICES = ("auto", "sdpa", "math")
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}

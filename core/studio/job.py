@@ -298,7 +298,7 @@ class PredictJob:
                 write_frame_outputs(
                     folder, name, frame, image, with_previews=self.spec.previews, mesh_format=self.spec.mesh
                 )
-                writer.entries.append({"frame": number, "json": f"{name}.json"})
+                writer.record(number, f"{name}.json")
                 written.add(number)
                 self.report.written += 1
                 self._item_done(f"{sequence.name} #{number}")

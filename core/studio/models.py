@@ -47,7 +47,8 @@ class LoadedModel:
 
     def describe(self) -> str:
         label = catalogue.TASK_LABELS.get(self.task, self.task)
-        return f"Sapiens2 {self.spec.size} {label} from {self.checkpoint}"
+        size = f" ({self.size_bytes / 1e9:.2f} GB)" if self.size_bytes and self.size_bytes >= 1e8 else ""
+        return f"Sapiens2 {self.spec.size} {label} from {self.checkpoint}{size}"
 
     def checkpoint_sha256(self) -> str | None:
         """sha256 of the file (hashed once, then cached next to the checkpoints by path, size and mtime)."""

@@ -19,8 +19,16 @@ import numpy as np
 
 from ..formats.bundle import CaptureFrame, CapturePerson, write_bundle
 from ..formats.mesh import pointmap_to_mesh, write_mesh
-from . import previews
 from .drawing import pose_preview
+from .previews import (
+    albedo_preview,
+    depth_preview,
+    normal_map,
+    save_png,
+    seg_colors,
+    to_uint8,
+    valid_depth,
+)
 
 KEYPOINTS_FORMAT = "sapiens2-keypoints"
 # Every file `write_frame_outputs` can write for `<name>`: a re-run replaces the whole set, so a file that this
@@ -47,14 +55,14 @@ def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, Any]:
     if frame.people or "pose" in {m.get("task") for m in frame.models}:
         out["pose"] = pose_preview(image, frame.people)
     if frame.seg is not None:
-        out["seg"] = previews.seg_colors(frame.seg)
+        out["seg"] = seg_colors(frame.seg)
     if frame.normals is not None:
-        out["normal"] = previews.normal_map(frame.normals, mask=mask)
+        out["normal"] = normal_map(frame.normals, mask=mask)
     if frame.points is not None:
-        depth, valid = previews.valid_depth(frame.points, mask)
-        out["depth"] = previews.depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
+        depth, valid = valid_depth(frame.points, mask)
+        out["depth"] = depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
     if frame.albedo is not None:
-        out["albedo"] = previews.albedo_preview(frame.albedo)
+        out["albedo"] = albedo_preview(frame.albedo)
     return out
 
 
@@ -119,7 +127,7 @@ def write_frame_outputs(
         if with_previews:
             for suffix, array in preview_images(frame, image).items():
                 tmp = folder / f".{name}.{suffix}.{token}.tmp.png"
-                previews.save_png(tmp, array)
+                save_png(tmp, array)
                 staged.append((tmp, folder / f"{name}.{suffix}.png"))
         if frame.people or any(m.get("task") == "pose" for m in frame.models):
             tmp = folder / f".{name}.keypoints.{token}.tmp.json"
@@ -130,7 +138,7 @@ def write_frame_outputs(
             staged.append((tmp, folder / f"{name}.openpose.json"))
         if mesh_format and frame.points is not None:
             mesh = pointmap_to_mesh(
-                frame.points, colors=previews.to_uint8(image), mask=frame.mask, normals=frame.normals
+                frame.points, colors=to_uint8(image), mask=frame.mask, normals=frame.normals
             )
             if len(mesh.faces):
                 tmp = folder / f".{name}.{token}.tmp.{mesh_format}"

@@ -285,7 +285,7 @@ def write_figure(folder: Path, name: str, width: int, height: int, background_po
 def write_figure_sequence(
     folder: Path, name: str, width: int, height: int, frames: int, fps: float = 12.0
 ) -> Path:
-    from sapiens2_studio.core.formats.bundle import write_sequence
+    from sapiens2_studio.core.formats.sequence import write_sequence
 
     sways = np.sin(np.linspace(0, np.pi, frames))
     return write_sequence(folder, name, [figure_frame(width, height, float(s)) for s in sways], fps=fps)
