@@ -60,11 +60,9 @@ class RopeEmbedding(nn.Module):
         coords_w = torch.arange(0.5, width, dtype=dtype, device=device) / width
         coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
         coords = 2.0 * coords - 1.0
-        if self.periods_source == "exact":
-            exponent = (
-                torch.arange(self.head_dim // 4, dtype=torch.float64, device=device) * 4 / self.head_dim
-            )
-            periods = (self.base**exponent).to(dtype)
+        if self.periods_source == "exact":  # float64 on the CPU (MPS has none), rounded once to `dtype`
+            exponent = torch.arange(self.head_dim // 4, dtype=torch.float64) * 4 / self.head_dim
+            periods = (self.base**exponent).to(device=device, dtype=dtype)
         else:
             periods = self.periods.to(dtype)
         angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
