@@ -16,10 +16,10 @@ from .errors import Sapiens2Error
 HUB_URL = "https://huggingface.co"
 
 # Tasks with a prediction head, in the order users see them listed.
-TASKS: tuple[str, ...] = ("pose", "seg", "normal", "albedo", "pointmap")
+TASKS: tuple[str, ...] = ("pose", "seg", "normal", "albedo", "pointmap", "matting")
 # The order a multi-task run executes them: seg first (pose takes its person boxes from it, the dense layers their
-# mask), then pose, then the dense tasks.
-RUN_ORDER: tuple[str, ...] = ("seg", "pose", "normal", "albedo", "pointmap")
+# mask), then pose, then the dense tasks; matting last, after the other dense tasks.
+RUN_ORDER: tuple[str, ...] = ("seg", "pose", "normal", "albedo", "pointmap", "matting")
 PRETRAIN = "pretrain"
 ALL_TASKS: tuple[str, ...] = (PRETRAIN, *TASKS)
 DEFAULT_TASKS: tuple[str, ...] = ("pose", "seg", "normal", "pointmap")
@@ -29,7 +29,8 @@ TASK_SIZES_RELEASED: tuple[str, ...] = ("0.4b", "0.8b", "1b", "5b")
 DEFAULT_SIZE = "0.4b"
 
 # Sizes with public weights, per task (facebookresearch/sapiens2 docs/MODEL_ZOO.md). No albedo weights are public
-# yet (GitHub issue #1), and there are no 0.1B or 4K task heads.
+# yet (GitHub issue #1), and there are no 0.1B or 4K task heads. Matting came later and only at 1B
+# (facebook/sapiens2-matting-1b); other sizes load when they appear (the loader reads the architecture from shapes).
 RELEASED: dict[str, tuple[str, ...]] = {
     PRETRAIN: SIZES,
     "pose": TASK_SIZES_RELEASED,
@@ -37,6 +38,7 @@ RELEASED: dict[str, tuple[str, ...]] = {
     "normal": TASK_SIZES_RELEASED,
     "pointmap": TASK_SIZES_RELEASED,
     "albedo": (),
+    "matting": ("1b",),
 }
 
 TASK_LABELS: dict[str, str] = {
@@ -45,6 +47,7 @@ TASK_LABELS: dict[str, str] = {
     "normal": "surface normals",
     "albedo": "albedo",
     "pointmap": "pointmap / depth",
+    "matting": "matting (soft alpha + foreground)",
     PRETRAIN: "pretrained backbone (no task head)",
 }
 
@@ -143,4 +146,13 @@ def task_file_hint(task: str) -> str:
     label = "segmentation" if task == "seg" else task
     if not RELEASED.get(task):
         return f"{'an' if label[0] in 'aeiou' else 'a'} {label} file (sapiens2_<size>_{task}.safetensors; not yet published by Meta)"
-    return f"{'an' if label[0] in 'aeiou' else 'a'} {label} file such as {file_name(task, DEFAULT_SIZE)}"
+    return (
+        f"{'an' if label[0] in 'aeiou' else 'a'} {label} file such as {file_name(task, default_size(task))}"
+    )
+
+
+def default_size(task: str) -> str:
+    """The size offered first for `task`: DEFAULT_SIZE where it is released, else the task's first released size
+    (matting exists only at 1B), else DEFAULT_SIZE."""
+    released = RELEASED.get(check_task(task), ())
+    return DEFAULT_SIZE if DEFAULT_SIZE in released or not released else released[0]

@@ -47,5 +47,5 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     folder = tmp_path_factory.mktemp("tiny_checkpoints")
-    tasks = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+    tasks = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap", "matting")
     return {t: write_synthetic_checkpoint(folder / f"tiny_{t}.safetensors", task=t) for t in tasks}

@@ -10,7 +10,7 @@ from safetensors.torch import load_file, save_file
 from sapiens2_studio.core import CheckpointError, load_model
 from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
-TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap", "matting")
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -28,6 +28,7 @@ def test_tiny_file_loads_and_runs(tiny_checkpoints, task):
         "normal": [(1, 3, 1024, 768)],
         "albedo": [(1, 3, 1024, 768)],
         "pointmap": [(1, 3, 1024, 768), (1, 1)],
+        "matting": [(1, 4, 1024, 768)],
     }[task]
     outs = out if isinstance(out, tuple) else (out,)
     assert [tuple(o.shape) for o in outs] == expected

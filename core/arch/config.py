@@ -103,7 +103,8 @@ class HeatmapHeadConfig:
 
 @dataclass(frozen=True)
 class DenseHeadConfig:
-    """Normal / albedo / pointmap head: 3x3 input conv, PixelShuffle upsampling blocks, convs, 1x1 output conv."""
+    """Normal / albedo / pointmap / matting head: 3x3 input conv, PixelShuffle upsampling blocks, convs, 1x1 output
+    conv (3 channels; 4 for matting: pre-multiplied foreground RGB + alpha)."""
 
     in_channels: int
     upsample_channels: tuple[int, ...]
@@ -112,7 +113,7 @@ class DenseHeadConfig:
     out_channels: int = 3
     input_kernel: int = 3
     upsample_kernel: int = 3
-    norm: str = "instance"  # "instance" (normal, pointmap) or "rms" (albedo)
+    norm: str = "instance"  # "instance" (normal, pointmap, matting) or "rms" (albedo)
     # Pointmap only: the scale branch (stride-2 convs then an MLP whose first width fixes the input size).
     scale_conv_channels: tuple[int, ...] = ()
     scale_conv_kernels: tuple[int, ...] = ()

@@ -12,6 +12,7 @@ from .backbone import Sapiens2Backbone
 from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
 from .errors import ModelConfigError, ModelOverflowError
 from .heads import DenseHead, HeatmapHead
+from .rope import PERIOD_SOURCES
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ class Sapiens2Model(nn.Module):
     """Callable on a normalised (B, 3, H, W) tensor; returns the task's raw outputs.
 
     pretrain → featmap (B, C, H/16, W/16); pose → heatmaps (B, 308, H/4, W/4); seg → logits (B, 29, H, W);
-    normal / albedo → (B, 3, H, W); pointmap → (pointmap (B, 3, H, W), scale (B, 1)).
+    normal / albedo → (B, 3, H, W); pointmap → (pointmap (B, 3, H, W), scale (B, 1)); matting → (B, 4, H, W) in
+    (0, 1) after the head's sigmoid (pre-multiplied foreground RGB, then alpha).
     """
 
     def __init__(self, cfg: ModelConfig, *, device=None, dtype=None) -> None:
@@ -172,9 +174,19 @@ class Sapiens2Model(nn.Module):
         self.backbone.rope_embed._cache.clear()
         return self
 
-    def set_rope_dtype(self, rope_dtype: str) -> None:
-        """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
+    def set_rope_dtype(self, rope_dtype: str, *, periods: str = "checkpoint") -> None:
+        """ "bf16" (released behaviour, default) or "fp32" RoPE compute.
+
+        periods: "checkpoint" (default) uses the file's bf16-rounded `rope_embed.periods`, as the reference does in
+        both dtypes; "exact" (fp32 only) uses base ** (4i / head_dim) in float32, as Hugging Face Transformers does,
+        for comparisons with that port (the state dict is unchanged either way).
+        """
         if rope_dtype not in ("bf16", "fp32"):
             raise ModelConfigError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
+        if periods not in PERIOD_SOURCES:
+            raise ModelConfigError(f"periods must be one of {PERIOD_SOURCES}, not {periods!r}")
+        if periods == "exact" and rope_dtype != "fp32":
+            raise ModelConfigError("periods='exact' is a float32 RoPE option; pass rope_dtype='fp32' with it")
         self.backbone.rope_embed.rope_dtype = rope_dtype
+        self.backbone.rope_embed.periods_source = periods
         self.backbone.rope_embed._cache.clear()

@@ -24,6 +24,8 @@ DENSE = {
     ("pointmap", "5b"): ((1536, 768, 768, 768), (128, 64, 32)),
     ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
 }
+# Output channels of the dense heads (matting: pre-multiplied foreground RGB + alpha).
+DENSE_OUT_CHANNELS = {"normal": 3, "albedo": 3, "pointmap": 3, "matting": 4}
 DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
 
 
@@ -43,7 +45,10 @@ def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
 
 
 def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
-    """The architecture of a released (or, for albedo, announced) Sapiens2 model."""
+    """The architecture of a released (or, for albedo, announced) Sapiens2 model.
+
+    Matting is released at 1B only (`configs/matting/gss_p3m_metasim`: the normal head's widths, 4 outputs); other
+    sizes get the same head, as a guess at future files — loading never uses this table."""
     backbone = backbone_config(size)
     embed = backbone.embed_dim
     if task == "pretrain":
@@ -53,7 +58,7 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
         head = HeatmapHeadConfig(embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), 308)
     elif task == "seg":
         head = HeatmapHeadConfig(embed, (512, 256, 128, 64), (4, 4, 4, 4), (64, 64), (1, 1), 29)
-    elif task in ("normal", "albedo", "pointmap"):
+    elif task in DENSE_OUT_CHANNELS:
         default = DENSE[("pointmap", "default")] if task == "pointmap" else DENSE_DEFAULT
         upsample, conv = DENSE.get((task, size), default)
         extra: dict = {}
@@ -64,7 +69,13 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
                 "scale_mlp": (6144, 512, 128, 1),
             }
         head = DenseHeadConfig(
-            embed, upsample, conv, (3,) * len(conv), norm="rms" if task == "albedo" else "instance", **extra
+            embed,
+            upsample,
+            conv,
+            (3,) * len(conv),
+            out_channels=DENSE_OUT_CHANNELS[task],
+            norm="rms" if task == "albedo" else "instance",
+            **extra,
         )
     else:
         raise ModelConfigError(f"unknown task {task!r}")

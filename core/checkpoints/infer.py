@@ -22,6 +22,7 @@ OUTPUT_CONVS = {
     "conv_normal": "normal",
     "conv_albedo": "albedo",
     "conv_pointmap": "pointmap",
+    "conv_matting": "matting",
 }
 
 

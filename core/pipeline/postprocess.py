@@ -1,7 +1,8 @@
-"""Network outputs → maps at the original image resolution (seg labels, unit normals, albedo, metric points).
+"""Network outputs → maps at the original image resolution (seg labels, unit normals, albedo, metric points,
+matting alpha and foreground).
 
-All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg: stretched; dense: resized
-and padded, described by a `DenseLayout`) and work on the tensor's device.
+All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg, matting: stretched; dense:
+resized and padded, described by a `DenseLayout`) and work on the tensor's device.
 """
 
 from __future__ import annotations
@@ -137,3 +138,33 @@ def pointmap_to_image(raw: Tensor, scale: Tensor, layout: DenseLayout) -> Tensor
     per image — the reference's demo only got this right for batch 1)."""
     metric = raw.to(torch.float32) / scale.to(torch.float32).reshape(-1, 1, 1, 1)
     return uncrop(metric, layout)
+
+
+# Alpha at or below this is treated as fully transparent when un-premultiplying: one 8-bit level, so an 8-bit matte
+# shows no difference, and straight colour × alpha stays within MATTE_EPS of the premultiplied colour there.
+MATTE_EPS = 1.0 / 255.0
+
+
+def matting_to_image(out: Tensor, size_wh: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """Matting output (B, 4, h, w) (after the head's sigmoid) → alpha (B, 1, H, W) and the pre-multiplied
+    foreground (B, 3, H, W), both in [0, 1] at the original size.
+
+    As the reference demo (`vis_matting.py`) and Transformers' `post_process_image_matting`: the sigmoid sits in the
+    model at network resolution, then all four channels are bilinearly resized (align_corners False, no
+    antialiasing) and clipped to [0, 1] (bilinear weights are convex, so the clip only removes float rounding)."""
+    width, height = size_wh
+    full = _bilinear(out.to(torch.float32), (height, width)).clamp(0.0, 1.0)
+    return full[:, 3:4], full[:, 0:3]
+
+
+def unpremultiply(premultiplied: Tensor, alpha: Tensor, eps: float = MATTE_EPS) -> Tensor:
+    """Straight colour = premultiplied / alpha where alpha > eps, else 0; clipped to [0, 1].
+
+    `alpha` broadcasts against `premultiplied` (e.g. (…, 1, H, W) with (…, 3, H, W), or (H, W, 1) with (H, W, 3)).
+    The model predicts colour and alpha independently, so a pixel may have premultiplied > alpha; the clip keeps
+    the straight colour a colour (it is the same as capping the premultiplied value at alpha)."""
+    if not 0.0 <= eps < 1.0:
+        raise PipelineError(f"the un-premultiply threshold eps must be in [0, 1), got {eps}")
+    opaque_enough = alpha > eps
+    straight = premultiplied / torch.where(opaque_enough, alpha, torch.ones_like(alpha))
+    return torch.where(opaque_enough, straight, torch.zeros_like(straight)).clamp(0.0, 1.0)

@@ -19,6 +19,7 @@ from torch import Tensor
 from .boxes import boxes_for_image
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
 from .images import AlphaMode, ImageSource
+from .matting import predict_matting
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (
@@ -309,6 +310,7 @@ PREDICTORS: dict[str, Callable[..., list[Any]]] = {
     "normal": predict_normal,
     "albedo": predict_albedo,
     "pointmap": predict_pointmap,
+    "matting": predict_matting,
 }
 
 

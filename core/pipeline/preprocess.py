@@ -1,6 +1,7 @@
 """Per-task pre-processing, matching the official test pipelines (see docs/pipeline.md).
 
 - seg: stretch to 1024×768 (cv2 INTER_AREA when the width shrinks, else INTER_CUBIC);
+- matting: the same stretch, but INTER_LINEAR when the width does not shrink (`MattingResize`, keep_ratio=False);
 - normal / albedo / pointmap: aspect-preserving resize with int() truncation (INTER_LINEAR), then centred
   zero padding (left = pad_w // 2, top = pad_h // 2) — the layout is kept to undo it afterwards;
 - pose: top-down crop per person box (padding 1.25, aspect fixed to w/h = 0.75 by enlarging the short side,
@@ -43,6 +44,18 @@ def seg_interpolation(width: int) -> str:
 def preprocess_seg(pixels: Tensor, *, quantize: bool) -> Tensor:
     """(3, H, W) 0–255 → (3, 1024, 768) 0–255, stretched without keeping the aspect ratio."""
     mode = seg_interpolation(int(pixels.shape[-1]))
+    return resize(pixels[None], (NET_H, NET_W), mode, quantize=quantize)[0]  # type: ignore[arg-type]
+
+
+def matting_interpolation(width: int) -> str:
+    """cv2 flag of the matting pipeline (`MattingResize`): INTER_AREA if the new width (768) is smaller than the
+    old, else INTER_LINEAR — not INTER_CUBIC as for seg, although the reference's comment says so."""
+    return "area" if width > NET_W else "linear"
+
+
+def preprocess_matting(pixels: Tensor, *, quantize: bool) -> Tensor:
+    """(3, H, W) 0–255 → (3, 1024, 768) 0–255, stretched without keeping the aspect ratio (no padding)."""
+    mode = matting_interpolation(int(pixels.shape[-1]))
     return resize(pixels[None], (NET_H, NET_W), mode, quantize=quantize)[0]  # type: ignore[arg-type]
 
 

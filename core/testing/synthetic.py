@@ -53,7 +53,7 @@ def tiny_config(
         head = HeatmapHeadConfig(embed_dim, (w, w), (4, 4), (w, w), (1, 1), 308)
     elif task == "seg":
         head = HeatmapHeadConfig(embed_dim, (w, w, w, w), (4, 4, 4, 4), (w,), (1,), 29)
-    elif task in ("normal", "albedo", "pointmap"):
+    elif task in ("normal", "albedo", "pointmap", "matting"):
         scale: dict = {}
         if task == "pointmap":
             stride = 16 * (4 if tokenizer_layers else 1) * 8
@@ -64,7 +64,13 @@ def tiny_config(
                 "scale_mlp": (cells * w, w, 1),
             }
         head = DenseHeadConfig(
-            embed_dim, (w, w, w, w), (w,), (3,), norm="rms" if task == "albedo" else "instance", **scale
+            embed_dim,
+            (w, w, w, w),
+            (w,),
+            (3,),
+            out_channels=4 if task == "matting" else 3,
+            norm="rms" if task == "albedo" else "instance",
+            **scale,
         )
     else:
         raise CheckpointError(f"unknown task {task!r}")
