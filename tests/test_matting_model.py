@@ -89,7 +89,7 @@ def test_catalogue_knows_matting():
     assert set(catalogue.RUN_ORDER) == set(catalogue.TASKS)
     ref = catalogue.official_file("matting", "1b")
     assert (ref.repo_id, ref.filename) == ("facebook/sapiens2-matting-1b", "sapiens2_1b_matting.safetensors")
-    assert catalogue.released_files("matting") == [ref]
+    assert catalogue.RELEASED["matting"] == ("1b",) and catalogue.official_file("matting", "1b") == ref
     assert catalogue.parse_official_name("sapiens2_1b_matting.safetensors") == ("matting", "1b")
     assert catalogue.default_size("matting") == "1b" and catalogue.default_size("pose") == "0.4b"
     with pytest.raises(catalogue.CatalogueError, match=r"no official matting checkpoint of size 0.4b.*1b"):
