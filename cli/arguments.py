@@ -49,20 +49,10 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
     return overrides
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sapiens2",
-        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
-        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Which models run, where and how: shared by `predict` and `check`."""
     p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
     p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
-    p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--checkpoint",
         action="append",
@@ -77,6 +67,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
     )
     p.add_argument(
+        "--flip-test",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pose: average with the mirrored image, as the official pipeline does (default on; "
+        "--no-flip-test is ~2x faster)",
+    )
+    p.add_argument(
+        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapiens2",
+        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
+        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
         "--batch-size",
         type=_batch_size,
         default=1,
@@ -85,17 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
     )
-    p.add_argument(
-        "--flip-test",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="pose: average with the mirrored image, as the official pipeline does (default on; "
-        "--no-flip-test is ~2x faster)",
-    )
     p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
-    p.add_argument(
-        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
-    )
     p.add_argument(
         "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
     )
@@ -112,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
     )
     d.add_argument("--force", action="store_true", help="download again even if the file exists")
+
+    c = sub.add_parser(
+        "check",
+        help="run the tasks on images and report the geometry self-checks (normals vs pointmap, keypoints vs "
+        "segmentation); writes nothing",
+    )
+    c.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(c)
 
     i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
     i.add_argument("checkpoint", help="path to a .safetensors file")
