@@ -107,7 +107,7 @@ def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
 
 
 def write_frame_outputs(
-    folder: Path,
+    folder: str | os.PathLike,
     name: str,
     frame: CaptureFrame,
     image: np.ndarray,
@@ -120,6 +120,7 @@ def write_frame_outputs(
 
     Returns the bundle JSON path.
     """
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:8]
     staged: list[tuple[Path, Path]] = []
