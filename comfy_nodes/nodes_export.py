@@ -95,7 +95,9 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
         path = exports.save_capture_bundle(folder, name, frames, fps=fps, host=host)
         relative = _relative(str(path), subfolder)
-        text = "\n".join([f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)])
+        text = "\n".join(
+            [f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)]
+        )
         return io.NodeOutput(relative, ui=ui.PreviewText(text))
 
 
