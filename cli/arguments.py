@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+
+if TYPE_CHECKING:
+    from ..core.studio.job import JobSpec
 
 TASKS = CATALOGUE_TASKS
 SIZES = TASK_SIZES_RELEASED
@@ -130,3 +134,30 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("checkpoint", help="path to a .safetensors file")
     i.add_argument("--sha256", action="store_true", help="also hash the file")
     return parser
+
+
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    """The job the arguments describe (no file is read here); `check` has only the model arguments, so the
+    predict-only ones fall back to the job's defaults."""
+    from ..core.studio.job import JobSpec  # torch comes with it: not at import time, so --help stays instant
+
+    defaults = JobSpec(inputs=[], out=".")
+    return JobSpec(
+        inputs=list(args.inputs),
+        out=getattr(args, "out", defaults.out),
+        tasks=tuple(parse_tasks(args.tasks)),
+        size=args.size,
+        checkpoints=dict(parse_checkpoint_overrides(args.checkpoint)),
+        checkpoint_dir=args.checkpoint_dir,
+        allow_download=not args.no_download,
+        device=args.device,
+        dtype=args.dtype,
+        compile=getattr(args, "compile", defaults.compile),
+        batch_size=getattr(args, "batch_size", defaults.batch_size),
+        flip_test=args.flip_test,
+        boxes_file=getattr(args, "boxes", defaults.boxes_file),
+        smooth=getattr(args, "smooth", defaults.smooth),
+        fps=getattr(args, "fps", defaults.fps),
+        previews=not getattr(args, "no_previews", not defaults.previews),
+        mesh=getattr(args, "mesh", defaults.mesh),
+    )

@@ -8,27 +8,15 @@ from __future__ import annotations
 import argparse
 
 from ..core.studio.errors import StudioError
-from ..core.studio.job import JobSpec
 from ..core.studio.selfcheck import check_images
-from .arguments import UsageError, parse_checkpoint_overrides, parse_tasks
+from .arguments import UsageError, job_spec
 
 EXIT_WARNINGS = 3
 
 
 def run_check(args: argparse.Namespace) -> int:
     try:
-        spec = JobSpec(
-            inputs=list(args.inputs),
-            out=".",  # nothing is written
-            tasks=tuple(parse_tasks(args.tasks)),
-            size=args.size,
-            checkpoints=dict(parse_checkpoint_overrides(args.checkpoint)),
-            checkpoint_dir=args.checkpoint_dir,
-            allow_download=not args.no_download,
-            device=args.device,
-            dtype=args.dtype,
-            flip_test=args.flip_test,
-        )
+        spec = job_spec(args)
         spec.validate()
     except StudioError as exc:
         raise UsageError(exc.message, hints=exc.hints) from None
