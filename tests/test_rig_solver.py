@@ -88,8 +88,9 @@ def test_exact_keypoints_give_back_the_exact_rig(truth):
     for bone in ("upper_arm", "forearm", "thigh", "shin", "clavicle", "neck", "index2", "thumb1"):
         assert solved.measurements.lengths[bone] == pytest.approx(truth["m"].lengths[bone], abs=1e-6)
     position, rotation = _errors(truth, solved)
-    assert position.max() < 1e-3  # metres
-    assert rotation.max() < 0.5  # degrees, every bone including fingers
+    # Not zero: bend planes and rigid fits are averaged over +-3 frames (sigma 1), which rounds fast turns.
+    assert position.max() < 2e-3  # metres
+    assert rotation.max() < 1.5  # degrees, every bone including fingers
 
 
 def test_noisy_and_dropped_keypoints_within_1cm_and_3_degrees(truth):

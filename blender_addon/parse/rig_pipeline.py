@@ -37,6 +37,7 @@ class SolvedRig:
     rest: RestPose
     motion: Motion
     tracks: np.ndarray  # (T, K, 3) cleaned keypoints the rig was solved from
+    keypoint_names: list[str] = field(default_factory=list)
     contacts: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
 
@@ -73,6 +74,5 @@ def solve_person(
     cleaned, contacts = clean_tracks(np.asarray(tracks, dtype=np.float64), valid, times, fps, kp, s)
     m = measure(cleaned, valid, kp)
     rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel)
-    return SolvedRig(
-        measurements=m, rest=rest, motion=solve(cleaned, kp, m, rest), tracks=cleaned, contacts=contacts
-    )
+    motion = solve(cleaned, kp, m, rest)
+    return SolvedRig(m, rest, motion, cleaned, list(names), contacts)

@@ -97,7 +97,10 @@ class _Solver:
     def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray) -> None:
         """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose."""
         b = self.i(bone)
-        self.set(bone, kabsch(local, observed) @ part_rest.T @ self.rest.frames[b])
+        # The points' offsets from their centre only turn with the part: averaging them over a few frames
+        # (centred, like the bend planes) steadies the fit without moving any joint.
+        offsets = _smooth_in_time(observed - observed.mean(axis=1, keepdims=True))
+        self.set(bone, kabsch(local, offsets) @ part_rest.T @ self.rest.frames[b])
 
     # --- body parts ----------------------------------------------------------------------------------------
     def torso(self) -> None:

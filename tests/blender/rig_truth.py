@@ -229,3 +229,52 @@ def corrupt(points: np.ndarray, noise: float, drop: float, seed: int = 5):
     noisy[dropped] += rng.normal(0.0, 0.2, (int(dropped.sum()), 3))
     scores[dropped] = rng.uniform(0.0, 0.2, int(dropped.sum()))
     return noisy, scores
+
+
+# ------------------------------------------------------------------------------------- bundles for the bpy check
+
+CAMERA = {"fx": 900.0, "fy": 900.0, "cx": 320.0, "cy": 240.0, "source": "user"}
+BLENDER_TO_OPENCV = np.array([[1.0, 0, 0], [0, 0, -1.0], [0, 1.0, 0]])  # inverse of (x, y, z)cv -> (x, z, -y)
+
+
+def _write_keypoint_sequence(folder, name: str, points_blender: np.ndarray, scores: np.ndarray) -> None:
+    """A sequence written by the project's writer, then given these ``keypoints_3d`` (as a pointmap would)."""
+    import json as _json
+
+    from sapiens2_studio.core.formats.bundle import CaptureFrame, CapturePerson
+    from sapiens2_studio.core.formats.sequence import write_sequence
+
+    cv = points_blender @ BLENDER_TO_OPENCV.T
+    frames = []
+    for t in range(cv.shape[0]):
+        uv = np.stack([CAMERA["fx"] * cv[t, :, 0] / cv[t, :, 2] + CAMERA["cx"],
+                       CAMERA["fy"] * cv[t, :, 1] / cv[t, :, 2] + CAMERA["cy"]], axis=1)  # fmt: skip
+        kps = np.concatenate([uv, scores[t, :, None]], axis=1).astype(np.float32)
+        person = CapturePerson(bbox=(0.0, 0.0, 640.0, 480.0), keypoints=kps, track_id=0)
+        frames.append(CaptureFrame(width=640, height=480, camera=dict(CAMERA), people=[person]))
+    index = write_sequence(folder, name, frames, fps=FPS)
+    entries = _json.loads(index.read_text(encoding="utf-8"))["frames"]
+    for t, entry in enumerate(entries):
+        path = index.parent / entry["json"]
+        doc = _json.loads(path.read_text(encoding="utf-8"))
+        doc["people"][0]["keypoints_3d"] = cv[t].astype(np.float32).tolist()
+        path.write_text(_json.dumps(doc), encoding="utf-8")
+
+
+def write_truth_bundles(folder, parse, frames: int = 120) -> None:
+    """``rigtruth`` (noisy, 5 % dropped) and ``rigstep`` (a still body stepping 30 cm sideways at frame 40, with
+    jitter) sequences, plus ``rigtruth.npz`` with the clean motion the check rebuilds in Blender."""
+    names = parse["names"]
+    m = truth_measurements(parse)
+    rest = parse["rig_skeleton"].rest_pose(m)
+    local, root = truth_motion(rest.names, frames)
+    world, heads = forward_kinematics(rest, local, root)
+    clean = keypoints_from_pose(parse, names, rest, world, heads)
+    noisy, scores = corrupt(clean, noise=0.0015, drop=0.05)
+    _write_keypoint_sequence(folder, "rigtruth", noisy, scores)
+    np.savez(folder / "rigtruth.npz", local=local, root=root, keypoints=clean)
+    still = np.repeat(clean[:1], frames, axis=0)
+    still[40:, :, 0] += 0.3
+    rng = np.random.default_rng(9)
+    jittered = still + rng.normal(0.0, 0.003, still.shape)
+    _write_keypoint_sequence(folder, "rigstep", jittered, np.full(still.shape[:2], 0.9))
