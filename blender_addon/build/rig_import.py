@@ -122,6 +122,7 @@ def build_rig(context, name: str, solved: SolvedRig, frames: np.ndarray, options
         {k: round(float(v), 6) for k, v in solved.measurements.lengths.items()}
     )
     obj["sapiens2_rig_contacts"] = json.dumps(solved.contacts)
+    obj["sapiens2_rig_face"] = options.rig_face if face else "NONE"
     made = [obj]
     if options.rig_face == "EMPTIES" and face:
         delta = rotations[:, head] @ frames_rest[head].T
