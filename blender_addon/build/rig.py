@@ -67,18 +67,29 @@ def create_rig(
     finally:
         bpy.ops.object.mode_set(mode="OBJECT")
         view_layer.objects.active = previous
+    if preset.rigify_types:
+        # Rigify refuses a metarig whose bone collections have no row in its rig UI.
+        for row, group in enumerate(armature.collections, start=1):
+            _set_rigify(group, "rigify_ui_row", row)
     for canonical in rest.names:
         pose_bone = obj.pose.bones[bone_name(preset, canonical)]
         pose_bone.rotation_mode = "QUATERNION"
         rigify_type = preset.rigify_types.get(canonical)
         if rigify_type:
-            # Stored as the ID property Rigify's ``rigify_type`` reads, so it works whether or not Rigify is
-            # enabled yet.
-            pose_bone["rigify_type"] = rigify_type
+            _set_rigify(pose_bone, "rigify_type", rigify_type)
     obj["sapiens2_rig"] = preset.key
     obj["sapiens2_rig_bones"] = [bone_name(preset, n) for n in rest.names]
     obj["sapiens2_rig_canonical"] = list(rest.names)
     return obj
+
+
+def _set_rigify(owner, name: str, value) -> None:
+    """Rigify's own property when Rigify is enabled; else the custom property of that name, which Rigify reads
+    once enabled on Blender 4.x (5.0 keeps add-on properties apart: enable Rigify before importing there)."""
+    if hasattr(owner, name):
+        setattr(owner, name, value)
+    else:
+        owner[name] = value
 
 
 def bone_name(preset: NamingPreset, canonical: str) -> str:

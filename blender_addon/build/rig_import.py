@@ -33,6 +33,7 @@ def rig_settings(options: ImportOptions) -> RigSettings:
         up=tuple(float(v) for v in up),
         with_root=naming.with_root,
         with_heel=naming.with_heel,
+        rest_bend=naming.rest_bend,
     )
 
 

@@ -30,6 +30,7 @@ class NamingPreset:
     with_root: bool = False
     with_heel: bool = False
     rigify_types: dict[str, str] = field(default_factory=dict)  # canonical -> rigify_type
+    rest_bend: float = 0.0  # degrees of elbow/knee flexion in the rest pose
 
     def name(self, canonical: str) -> str:
         return self.names.get(canonical, canonical)
@@ -134,7 +135,7 @@ def _unreal() -> dict[str, str]:
 PRESETS: dict[str, NamingPreset] = {
     "MIXAMO": NamingPreset("MIXAMO", "Mixamo", _mixamo()),
     "RIGIFY": NamingPreset(
-        "RIGIFY", "Rigify metarig", _rigify(), with_heel=True, rigify_types=_rigify_types()
+        "RIGIFY", "Rigify metarig", _rigify(), with_heel=True, rigify_types=_rigify_types(), rest_bend=6.0
     ),
     "UE": NamingPreset("UE", "UE mannequin", _unreal(), with_root=True),
 }

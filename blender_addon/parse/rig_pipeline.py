@@ -29,6 +29,7 @@ class RigSettings:
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)  # world up, for ground contact
     with_root: bool = False
     with_heel: bool = False
+    rest_bend: float = 0.0  # degrees of elbow/knee flexion in the rest pose (Rigify needs a little)
 
 
 @dataclass
@@ -73,6 +74,6 @@ def solve_person(
     )
     cleaned, contacts = clean_tracks(np.asarray(tracks, dtype=np.float64), valid, times, fps, kp, s)
     m = measure(cleaned, valid, kp)
-    rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel)
+    rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel, bend=s.rest_bend)
     motion = solve(cleaned, kp, m, rest)
     return SolvedRig(m, rest, motion, cleaned, list(names), contacts)

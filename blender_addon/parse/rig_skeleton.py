@@ -134,8 +134,22 @@ def ankle_height(m: Measurements) -> float:
     return float(max(0.0, m.foot_layout[:, 2].max()))
 
 
-def rest_pose(m: Measurements, *, with_root: bool = False, with_heel: bool = False) -> RestPose:
-    """The T-pose for these measurements: feet flat on z = 0, pelvis above the origin, facing -Y."""
+def _bent(straight: np.ndarray, hinge: np.ndarray, angle: float) -> np.ndarray:
+    """``straight`` turned by ``angle`` (radians) about the unit ``hinge`` axis (Rodrigues, one vector)."""
+    return (
+        straight * np.cos(angle)
+        + np.cross(hinge, straight) * np.sin(angle)
+        + hinge * (hinge @ straight) * (1 - np.cos(angle))
+    )
+
+
+def rest_pose(
+    m: Measurements, *, with_root: bool = False, with_heel: bool = False, bend: float = 0.0
+) -> RestPose:
+    """The T-pose for these measurements: feet flat on z = 0, pelvis above the origin, facing -Y.
+
+    ``bend`` (degrees) flexes elbows and knees that much about their hinges (Rigify needs a bent limb in its
+    metarig to know which way an IK chain bends); 0 gives straight limbs, as Mixamo and the UE mannequin use."""
     L = m.lengths
     table = _bone_table(with_root, with_heel)
     names = [n for n, _ in table]
@@ -147,7 +161,8 @@ def rest_pose(m: Measurements, *, with_root: bool = False, with_heel: bool = Fal
     markers: dict[str, np.ndarray] = {}
     up, out = np.array([0.0, 0.0, 1.0]), np.array([1.0, 0.0, 0.0])
 
-    leg_height = L["thigh"] + L["shin"] + ankle_height(m)
+    half = np.radians(bend) / 2.0
+    leg_height = (L["thigh"] + L["shin"]) * np.cos(half) + ankle_height(m)
     pelvis = np.array([0.0, 0.0, leg_height])
     markers["pelvis"] = pelvis
     if with_root:
@@ -176,8 +191,11 @@ def rest_pose(m: Measurements, *, with_root: bool = False, with_heel: bool = Fal
         # Arm along +-X from the neck base.
         x = sign * out
         shoulder = place("clavicle", neck_base, x, L["clavicle"], frames_l["clavicle.L"])
-        elbow = place("upper_arm", shoulder, x, L["upper_arm"], frames_l["upper_arm.L"])
-        wrist = place("forearm", elbow, x, L["forearm"], frames_l["forearm.L"])
+        arm_hinge = side_frame(frames_l["upper_arm.L"], side)[:, 0]
+        elbow = place(
+            "upper_arm", shoulder, _bent(x, arm_hinge, -half), L["upper_arm"], frames_l["upper_arm.L"]
+        )
+        wrist = place("forearm", elbow, _bent(x, arm_hinge, half), L["forearm"], frames_l["forearm.L"])
         hand_frame = side_frame(HAND_REST, side)
         layout = m.side_layout(m.hand_layout, side)
         bases = wrist + (layout - layout[0]) @ hand_frame.T
@@ -193,8 +211,9 @@ def rest_pose(m: Measurements, *, with_root: bool = False, with_heel: bool = Fal
 
         # Leg straight down from the hip, foot flat.
         hip = pelvis + sign * 0.5 * m.hip_width * out
-        knee = place("thigh", hip, -up, L["thigh"], frames_l["thigh.L"])
-        ankle = place("shin", knee, -up, L["shin"], frames_l["shin.L"])
+        leg_hinge = side_frame(frames_l["thigh.L"], side)[:, 0]
+        knee = place("thigh", hip, _bent(-up, leg_hinge, -half), L["thigh"], frames_l["thigh.L"])
+        ankle = place("shin", knee, _bent(-up, leg_hinge, half), L["shin"], frames_l["shin.L"])
         sole = side_frame(SOLE_REST, side)
         points = {k: ankle + sole @ (v * mirror) for k, v in foot_points(m).items()}
         markers.update({f"{k}.{side}": v for k, v in points.items()})
@@ -203,8 +222,8 @@ def rest_pose(m: Measurements, *, with_root: bool = False, with_heel: bool = Fal
         heads[f"toe.{side}"], tails[f"toe.{side}"] = points["ball"], points["toes"]
         frames[f"toe.{side}"] = frame_from_yx(points["toes"] - points["ball"], out)
         if with_heel:
-            half = 0.25 * m.hip_width * x
-            heads[f"heel.{side}"], tails[f"heel.{side}"] = points["heel"] - half, points["heel"] + half
+            across = 0.25 * m.hip_width * x
+            heads[f"heel.{side}"], tails[f"heel.{side}"] = points["heel"] - across, points["heel"] + across
             frames[f"heel.{side}"] = side_frame(frame_from_yx(out, up), side)
         markers[f"hip.{side}"] = hip
     return RestPose(
