@@ -117,7 +117,7 @@ def build_rig(context, name: str, solved: SolvedRig, frames: np.ndarray, options
     blender_names = [bone_name(preset, n) for n in names]
     blender_rest = rest_matrices(obj, blender_names)
     locations, quaternions = local_channels(rotations, positions, frames_rest, blender_rest, parent)
-    keyed = (parent < 0) | np.array([n.startswith("face:") for n in names])
+    keyed = (parent < 0) | np.array([n == "hips" or n.startswith("face:") for n in names])
     keyframe_rig(obj, blender_names, frames, locations, quaternions, keyed, created, visible)
     obj["sapiens2_rig_lengths"] = json.dumps(
         {k: round(float(v), 6) for k, v in solved.measurements.lengths.items()}

@@ -170,3 +170,27 @@ def test_smoothing_removes_jitter_without_lagging_a_step(bpy_empty, bundles):
     print(f"hips jitter {1000 * jitter[False]:.2f} -> {1000 * jitter[True]:.2f} mm, step lag {lag} frames")
     assert jitter[True] < 0.5 * jitter[False]
     assert abs(lag) <= 1
+
+
+@pytest.mark.parametrize("face", ["BONES", "EMPTIES"])
+def test_face_points_follow_the_head(bpy_empty, bundles, truth_data, face):
+    """Face bones (keyed in the head's frame) or empties (parented to the head bone) sit on the face keypoints."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / "rigtruth.sequence.json"), import_armatures=False, import_rig=True, rig_face=face,
+        rig_naming="UE",
+    ) == {"FINISHED"}  # fmt: skip
+    rig = bpy.data.objects["rigtruth rig 0"]
+    assert rig.data.bones["root"].parent is None and rig.data.bones["pelvis"].parent.name == "root"
+    names = truth_data["names"]
+    picked = ["tip_of_chin", "nose", "left_ear", "center_of_glabella"]
+    errors = []
+    for frame in (1, 40, 80, 120):
+        bpy.context.scene.frame_set(frame)
+        for name in picked:
+            if face == "BONES":
+                position = np.array(rig.matrix_world @ rig.pose.bones[name].head)
+            else:
+                position = np.array(bpy.data.objects[f"{rig.name} {name}"].matrix_world.translation)
+            errors.append(np.linalg.norm(position - truth_data["keypoints"][frame - 1, names.index(name)]))
+    assert max(errors) < 0.01
