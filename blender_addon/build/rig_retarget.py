@@ -87,6 +87,7 @@ def retarget(
     if not mapping:
         raise ValueError(f"No bone of {target.name!r} matches the rig's bone names; pass a mapping.")
     scene = context.scene
+    context.view_layer.update()  # matrix_world of an armature just moved by a script
     if frames is None:
         start, end = source.animation_data.action.frame_range
         frames = range(round(start), round(end) + 1)
@@ -117,6 +118,8 @@ def retarget(
     to_target = np.array(target.matrix_world.inverted(), dtype=np.float64)
     for bone_name in order:
         target.pose.bones[bone_name].rotation_mode = "QUATERNION"
+        if bone_name != root:
+            target.pose.bones[bone_name].location = (0.0, 0.0, 0.0)
     for frame in frames:
         scene.frame_set(frame)
         for level in levels:
@@ -128,11 +131,15 @@ def retarget(
                 world[:3, :3] = target_rotation(
                     src[:3, :3], src_rest[s][:3, :3], tgt_rest[t][:3, :3], align[t]
                 )
+                local = to_target @ world
                 if t == root:
-                    world[:3, 3] = tgt_rest[t][:3, 3] + scale * (src[:3, 3] - src_rest[s][:3, 3])
-                else:
-                    world[:3, 3] = np.array(target.matrix_world @ pose_bone.head)
-                pose_bone.matrix = Matrix((to_target @ world).tolist())
+                    local[:3, 3] = to_target[:3, :3] @ (
+                        tgt_rest[t][:3, 3] + scale * (src[:3, 3] - src_rest[s][:3, 3])
+                    )
+                    local[:3, 3] += to_target[:3, 3]
+                else:  # rotation only: the head stays where the parent chain puts it
+                    local[:3, 3] = np.array(pose_bone.head)
+                pose_bone.matrix = Matrix(local.tolist())
             context.view_layer.update()
         for t in order:
             pose_bone = target.pose.bones[t]
