@@ -34,6 +34,7 @@ def rig_settings(options: ImportOptions) -> RigSettings:
         with_root=naming.with_root,
         with_heel=naming.with_heel,
         rest_bend=naming.rest_bend,
+        unit=options.global_scale,
     )
 
 

@@ -30,6 +30,7 @@ class RigSettings:
     with_root: bool = False
     with_heel: bool = False
     rest_bend: float = 0.0  # degrees of elbow/knee flexion in the rest pose (Rigify needs a little)
+    unit: float = 1.0  # scene units per metre (the import's Scale), for the foot-contact thresholds
 
 
 @dataclass
@@ -54,7 +55,9 @@ def clean_tracks(
         cleaned = zero_phase_one_euro(cleaned, fps, s.min_cutoff, s.beta)
     contacts: dict[str, list[tuple[int, int]]] = {}
     if s.foot_lock and cleaned.shape[0] > 2:
-        cleaned, contacts = lock_feet(cleaned, kp, fps, np.array(s.up))
+        cleaned, contacts = lock_feet(
+            cleaned, kp, fps, np.array(s.up), max_speed=0.25 * s.unit, max_height=0.04 * s.unit
+        )
     return cleaned, contacts
 
 

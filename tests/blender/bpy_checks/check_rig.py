@@ -194,3 +194,17 @@ def test_face_points_follow_the_head(bpy_empty, bundles, truth_data, face):
                 position = np.array(bpy.data.objects[f"{rig.name} {name}"].matrix_world.translation)
             errors.append(np.linalg.norm(position - truth_data["keypoints"][frame - 1, names.index(name)]))
     assert max(errors) < 0.01
+
+
+def test_single_frame_gets_a_one_key_rig(bpy_empty, bundles):
+    """A frame bundle (not a sequence) gives a rig posed on that frame, sized from that one frame."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / "rigtruth_0001.json"), import_armatures=False, import_rig=True, global_scale=2.0
+    ) == {"FINISHED"}  # fmt: skip
+    rig = bpy.data.objects["rigtruth_0001 rig 0"]
+    assert rig.data.bones["mixamorig:LeftForeArm"].length == pytest.approx(2 * 0.27, abs=0.01)
+    anim = rig.animation_data
+    fcurves = (anim.action.layers[0].strips[0].channelbag(anim.action_slot).fcurves
+               if hasattr(anim.action, "layers") and anim.action.layers else anim.action.fcurves)  # fmt: skip
+    assert {len(fc.keyframe_points) for fc in fcurves} == {1}
