@@ -57,18 +57,21 @@ class Sapiens2Pose(io.ComfyNode):
                     "keypoint_format",
                     options=list(labels.POSE_FORMATS),
                     default=labels.first(labels.POSE_FORMATS),
-                    tooltip="core: real scores + feet (ComfyUI SDPose style). controlnet_aux: confidence 1/0 as "
-                    "DWPose writes it, so controlnet_aux's render/edit nodes draw every point above the threshold.",
+                    tooltip="openpose: confidence 1 for a point scored above the threshold, else 0, plus feet: "
+                    "ComfyUI's SDPose nodes and controlnet_aux's render/edit nodes both draw every such point. "
+                    "core: the real scores (controlnet_aux draws only points scored 1). controlnet_aux: openpose "
+                    "without the feet, as DWPose writes it.",
                 ),
                 io.Combo.Input(
                     "neck_mode",
                     options=list(labels.NECK_MODES),
                     default=labels.first(labels.NECK_MODES),
                     tooltip="OpenPose neck point: the shoulder midpoint (what ControlNet-OpenPose was trained on) "
-                    "or Sapiens2's anatomical neck; auto = midpoint for controlnet_aux, anatomical for core.",
+                    "or Sapiens2's anatomical neck; auto = anatomical for core, the midpoint otherwise.",
                 ),
                 score_threshold_input(
-                    "controlnet_aux format: keypoints below this score are written as missing (0, 0, 0)."
+                    "openpose and controlnet_aux formats: keypoints scored below this get confidence 0 "
+                    "(missing); they keep their position."
                 ),
                 chunk_size_input(4),
                 io.Combo.Input(
