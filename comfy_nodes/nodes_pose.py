@@ -139,8 +139,9 @@ class Sapiens2DrawPose(io.ComfyNode):
             node_id="Sapiens2DrawPose",
             display_name=DRAW_NAME,
             search_aliases=["render pose", "openpose image", "skeleton"],
-            description="Renders POSE_KEYPOINT as an OpenPose skeleton image (for ControlNet), or the raw 308 "
-            "keypoints with the full Sapiens2 skeleton.",
+            description="Renders POSE_KEYPOINT as an OpenPose skeleton image, drawn like the images OpenPose "
+            "ControlNets were trained on (limb ellipses, colours, hands, face), or the raw 308 keypoints with the "
+            "full Sapiens2 skeleton.",
             inputs=[
                 PoseKeypoint.Input("keypoints", optional=True, tooltip="POSE_KEYPOINT from any pose node."),
                 PoseData.Input(
@@ -150,9 +151,29 @@ class Sapiens2DrawPose(io.ComfyNode):
                 io.Boolean.Input("draw_body", default=True, tooltip="Body limbs and joints."),
                 io.Boolean.Input("draw_hands", default=True, tooltip="Hand skeletons."),
                 io.Boolean.Input("draw_face", default=True, tooltip="Face points."),
-                io.Int.Input("stick_width", default=4, min=1, max=64, tooltip="Limb thickness in pixels."),
-                io.Int.Input("point_radius", default=4, min=1, max=64, tooltip="Joint dot radius in pixels."),
+                io.Int.Input(
+                    "stick_width",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Half the width of the limb ellipses in pixels (OpenPose: 4); hand bones are half as "
+                    "wide.",
+                ),
+                io.Int.Input(
+                    "point_radius",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Joint dot radius in pixels (OpenPose: 4); face dots are 1 pixel smaller.",
+                ),
                 score_threshold_input("Hide points scored below."),
+                io.Boolean.Input(
+                    "draw_feet",
+                    default=False,
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Foot points of POSE_KEYPOINT input. Off for ControlNet: OpenPose ControlNets were "
+                    "trained without feet.",
+                ),
             ],
             outputs=[io.Image.Output(id="pose_image", display_name="image", tooltip="The rendered pose(s).")],
         )
@@ -167,6 +188,7 @@ class Sapiens2DrawPose(io.ComfyNode):
         stick_width,
         point_radius,
         score_threshold,
+        draw_feet=False,
         keypoints=None,
         pose=None,
         image=None,
@@ -178,6 +200,7 @@ class Sapiens2DrawPose(io.ComfyNode):
             body=draw_body,
             hands=draw_hands,
             face=draw_face,
+            feet=draw_feet,
             stick_width=stick_width,
             point_radius=point_radius,
             threshold=score_threshold,
