@@ -73,10 +73,12 @@ def test_draw_pose_uses_the_openpose_renderer():
 
 @pytest.mark.parametrize("angle", [0.0, 33.0, 90.0, 145.0])
 def test_limb_area_matches_its_ellipse(angle):
-    """Whatever the direction, a limb covers about π·(a + ½)(b + ½) pixels (a, b the semi-axes)."""
+    """Whatever the direction, a limb covers about π·(a + g)(b + g) pixels: semi-axes a = half its length, b = the
+    stick width, grown by g = ½(|cos θ| + |sin θ|) for the pixels its outline passes through."""
     c = np.zeros((200, 200, 3), np.uint8)
     centre = np.array([100.0, 100.0])
-    d = np.array([np.cos(np.deg2rad(angle)), np.sin(np.deg2rad(angle))]) * 40.0
-    r.fill_ellipse(c, centre - d, centre + d, 4, (255, 255, 255))
+    u = np.array([np.cos(np.deg2rad(angle)), np.sin(np.deg2rad(angle))])
+    r.fill_ellipse(c, centre - 40.0 * u, centre + 40.0 * u, 4, (255, 255, 255))
     area = int(c[..., 0].astype(bool).sum())
-    assert area == pytest.approx(np.pi * 40.5 * 4.5, rel=0.04)
+    g = 0.5 * np.abs(u).sum()
+    assert area == pytest.approx(np.pi * (40 + g) * (4 + g), rel=0.03)

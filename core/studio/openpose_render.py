@@ -7,9 +7,13 @@ The look is the one of the ControlNet 1.1 OpenPose annotator, which comfyui_cont
 - hands: 20 bones as 2 px lines coloured by hue (bone k of 20 has hue k / 20), then every joint a blue disc of
   radius 4;
 - face: every point a white disc of radius 3;
+- hand and face points left of the second column or above the second row are left out (the annotator's guard
+  against OpenPose's (0, 0) for missing points);
 - no feet: the OpenPose ControlNets were trained on COCO-18 bodies without them.
-Primitives are hard-edged (no anti-aliasing), like the annotator's, and a pixel belongs to a shape when its centre
-does. Points are in the corner-origin pixel frame (the centre of pixel (c, r) is (c + 0.5, r + 0.5)).
+Primitives are hard-edged (no anti-aliasing), like the annotator's, and laid on the pixel grid: a shape starts at
+the centre of the pixel that contains its point (points are in the corner-origin pixel frame: the centre of pixel
+(c, r) is (c + 0.5, r + 0.5)). Discs are the pixels whose centre is within the radius. Limbs and hand bones are
+filled polygons whose outline pixels count too, so they also cover the pixels whose square their edge crosses.
 """
 
 from __future__ import annotations
@@ -36,8 +40,8 @@ HAND_BONES = tuple((0 if j % 4 == 0 else j, j + 1) for j in range(20))
 HAND_JOINT_COLOR = (0, 0, 255)
 FACE_COLOR = (255, 255, 255)
 STICK_WIDTH, JOINT_RADIUS, HAND_LINE_WIDTH, FACE_RADIUS = 4, 4, 2, 3
-# The annotator fills each limb as a polygon whose outline pixels are included: the ellipse covers the pixels its
-# outline passes through, i.e. centres up to half a pixel outside it.
+# Half a pixel: limbs and bones cover the pixels their outline passes through. Across an edge with unit direction
+# u that reaches pixel centres up to OUTLINE * (|u_x| + |u_y|) outside it (half a pixel square's extent across u).
 OUTLINE = 0.5
 
 
@@ -88,7 +92,8 @@ def fill_ellipse(
     semi_major = float(np.floor(np.hypot(*(a - b)) / 2.0))
     angle = np.deg2rad(np.trunc(np.degrees(np.arctan2(a[1] - b[1], a[0] - b[0]))))
     u = np.array([np.cos(angle), np.sin(angle)])
-    grown_major, grown_minor = semi_major + OUTLINE, half_width + OUTLINE
+    grow = OUTLINE * (abs(u[0]) + abs(u[1]))
+    grown_major, grown_minor = semi_major + grow, half_width + grow
     reach = max(grown_major, grown_minor)
     found = _window(canvas, centre - reach, centre + reach)
     if found is None:
@@ -104,18 +109,23 @@ def fill_ellipse(
 def fill_segment(
     canvas: np.ndarray, a: np.ndarray, b: np.ndarray, width: float, color: tuple[int, int, int]
 ) -> None:
-    """A line `width` pixels thick with round ends: pixels whose centre is within width / 2 of the segment
-    between the centres of the pixels containing `a` and `b`."""
+    """A line `width` pixels thick between the centres of the pixels containing `a` and `b`, with round ends of
+    radius width / 2; like a limb, the band also covers the pixels its edges pass through (see OUTLINE)."""
     a, b = pixel_centre(a), pixel_centre(b)
     r = width / 2.0
-    found = _window(canvas, np.minimum(a, b) - r, np.maximum(a, b) + r)
+    ab = b - a
+    length = float(np.hypot(*ab))
+    u = ab / length if length > 1e-9 else np.array([1.0, 0.0])
+    band = r + OUTLINE * (abs(u[0]) + abs(u[1]))
+    found = _window(canvas, np.minimum(a, b) - band, np.maximum(a, b) + band)
     if found is None:
         return
     rows, cols, xy = found
-    ab = b - a
-    t = np.clip(((xy - a) @ ab) / max(float(ab @ ab), 1e-12), 0.0, 1.0)
-    nearest = a + t[..., None] * ab
-    inside = np.sum((xy - nearest) ** 2, axis=-1) <= r * r
+    d = xy - a
+    along, across = d @ u, d @ np.array([-u[1], u[0]])
+    inside = (np.abs(across) <= band) & (along >= 0.0) & (along <= length)
+    inside |= np.sum(d**2, axis=-1) <= r * r
+    inside |= np.sum((xy - b) ** 2, axis=-1) <= r * r
     canvas[rows, cols][inside] = color
 
 
@@ -140,6 +150,12 @@ def _shown(points: np.ndarray, threshold: float) -> np.ndarray:
     return (points[:, 2] >= threshold) & np.isfinite(points[:, :2]).all(axis=1)
 
 
+def _off_the_origin_edges(points: np.ndarray) -> np.ndarray:
+    """Hand and face points left of column 1 or above row 1 are not drawn: the annotator takes them for the
+    (0, 0) that OpenPose writes for a missing point (so a hand at the image's left edge loses those joints)."""
+    return (points[:, 0] >= 1.0) & (points[:, 1] >= 1.0)
+
+
 def draw_body(canvas: np.ndarray, pose: np.ndarray, threshold: float, stick: float, radius: float) -> None:
     shown = _shown(pose, threshold)
     for (i, j), color in zip(LIMBS, COLORS):
@@ -152,7 +168,7 @@ def draw_body(canvas: np.ndarray, pose: np.ndarray, threshold: float, stick: flo
 
 
 def draw_hand(canvas: np.ndarray, hand: np.ndarray, threshold: float, line: float, radius: float) -> None:
-    shown = _shown(hand, threshold)
+    shown = _shown(hand, threshold) & _off_the_origin_edges(hand)
     for bone, (i, j) in enumerate(HAND_BONES):
         if j < len(hand) and shown[i] and shown[j]:
             fill_segment(canvas, hand[i, :2], hand[j, :2], line, hand_bone_color(bone))
@@ -161,7 +177,7 @@ def draw_hand(canvas: np.ndarray, hand: np.ndarray, threshold: float, line: floa
 
 
 def draw_face(canvas: np.ndarray, face: np.ndarray, threshold: float, radius: float) -> None:
-    for k in np.flatnonzero(_shown(face, threshold)):
+    for k in np.flatnonzero(_shown(face, threshold) & _off_the_origin_edges(face)):
         fill_disc(canvas, face[k, :2], radius, FACE_COLOR)
 
 
