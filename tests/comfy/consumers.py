@@ -8,8 +8,11 @@ in a subprocess (consumer_check.py) or in a ComfyUI server with the pack linked 
 
 from __future__ import annotations
 
+import base64
+import html
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -89,3 +92,100 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
         "ours_pixels": int(a.sum()),
         "their_pixels": int(b.sum()),
     }
+
+
+# ------------------------------------------------------------------ ComfyUI's 3D preview (the frontend's three.js)
+
+THREE_NAMES = ("GLTFLoader", "PLYLoader", "WebGLRenderer", "Scene", "PerspectiveCamera", "AmbientLight",
+               "DirectionalLight")  # fmt: skip
+# ComfyUI's Load 3D / Preview 3D light rig (frontend src/extensions/core/load3d/LightingManager.ts): an ambient
+# light and five directional lights, each intensity = 3 (the default light intensity) x its multiplier.
+VIEWER_LIGHTS = {"ambient": 0.5, "directional": ((0, 10, 10, 0.8), (0, 10, -10, 0.5), (-10, 0, 0, 0.3),
+                                                  (10, 0, 0, 0.3), (0, -10, 0, 0.2))}  # fmt: skip
+VIEWER_INTENSITY = 3.0
+
+
+def frontend_three(python: Path) -> tuple[Path, dict[str, str]] | str:
+    """The three.js module of the ComfyUI frontend installed in `python` and its export alias of each class in
+    THREE_NAMES, or why there is none (frontends before ~1.30 bundle three.js without named exports)."""
+    probe = "import comfyui_frontend_package as p, os; print(os.path.dirname(p.__file__))"
+    run = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        return "ComfyUI's Python has no comfyui_frontend_package"
+    assets = Path(run.stdout.strip()) / "static" / "assets"
+    for module in sorted(assets.glob("vendor-three-*.js")):
+        text = module.read_text(encoding="utf-8", errors="replace")
+        exports = text[text.rfind("export{") :]
+        aliases = {name: alias for name, alias in re.findall(r"(\w+) as ([\w$]+)", exports)}
+        if all(name in aliases for name in THREE_NAMES):
+            return module, {name: aliases[name] for name in THREE_NAMES}
+    return f"the frontend in {assets.parent.parent} exports no three.js module with GLTFLoader"
+
+
+def view_in_comfy_viewer(
+    chromium: str, three: Path, aliases: dict[str, str], files: dict[str, Path], camera: dict, work: Path
+) -> dict:
+    """Load each GLB/PLY with the frontend's own three.js loaders in headless Chromium (WebGL on SwiftShader),
+    light it like ComfyUI's 3D preview and render it from `camera` (fov_y degrees, width, height, and the pixels
+    to sample as [x, y] from the top-left); returns per file the material and the sampled RGB values."""
+    payload = {
+        name: [path.suffix[1:], base64.b64encode(path.read_bytes()).decode()] for name, path in files.items()
+    }
+    imports = ", ".join(f"{alias} as {name}" for name, alias in aliases.items())
+    lights = {**VIEWER_LIGHTS, "scale": VIEWER_INTENSITY}
+    page = work / "viewer.html"
+    page.write_text(
+        f"""<!doctype html><html><body><pre id="out">pending</pre><script type="module">
+import {{{imports}}} from "{three.as_uri()}";
+const out = document.getElementById("out"), files = {json.dumps(payload)}, cam = {json.dumps(camera)};
+const rig = {json.dumps(lights)};
+try {{
+  const result = {{}};
+  for (const [name, [kind, b64]] of Object.entries(files)) {{
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)).buffer;
+    const scene = new Scene();
+    let material = null;
+    if (kind === "glb") {{
+      const gltf = await new GLTFLoader().parseAsync(bytes, "");
+      gltf.scene.traverse((o) => {{ if (o.isMesh) material = o.material; }});
+      scene.add(gltf.scene);
+    }} else {{
+      const geometry = new PLYLoader().parse(bytes), color = geometry.getAttribute("color");
+      const position = geometry.getAttribute("position"), y = {{red: [], other: []}};
+      for (let i = 0; color && i < position.count; i++)
+        (color.getX(i) > color.getZ(i) ? y.red : y.other).push(position.getY(i));
+      const mean = (a) => a.reduce((s, v) => s + v, 0) / Math.max(a.length, 1);
+      result[name] = {{colors: !!color, red: y.red.length, mean_y_red: mean(y.red), mean_y_other: mean(y.other)}};
+      continue;
+    }}
+    scene.add(new AmbientLight(0xffffff, rig.ambient * rig.scale));
+    for (const [x, y, z, k] of rig.directional) {{
+      const light = new DirectionalLight(0xffffff, k * rig.scale); light.position.set(x, y, z); scene.add(light);
+    }}
+    const renderer = new WebGLRenderer({{preserveDrawingBuffer: true}});
+    renderer.setSize(cam.width, cam.height);
+    const camera = new PerspectiveCamera(cam.fov_y, cam.width / cam.height, 0.01, 100);
+    camera.position.set(0, 0, 0); camera.lookAt(0, 0, -1);
+    renderer.render(scene, camera);
+    const gl = renderer.getContext(), px = new Uint8Array(cam.width * cam.height * 4);
+    gl.readPixels(0, 0, cam.width, cam.height, gl.RGBA, gl.UNSIGNED_BYTE, px);
+    const samples = cam.samples.map(([x, y]) => {{
+      const i = ((cam.height - 1 - y) * cam.width + x) * 4; return [px[i], px[i + 1], px[i + 2]];
+    }});
+    result[name] = {{type: material.type, map: !!material.map, vertexColors: material.vertexColors,
+                    metalness: material.metalness, samples}};
+  }}
+  out.textContent = JSON.stringify(result);
+}} catch (e) {{ out.textContent = "ERROR " + e + "\\n" + e.stack; }}
+</script></body></html>""",
+        encoding="utf-8",
+    )
+    args = [chromium, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--use-angle=swiftshader",
+            "--enable-unsafe-swiftshader", "--allow-file-access-from-files", "--disable-background-networking",
+            "--virtual-time-budget=30000", "--dump-dom", page.as_uri()]  # fmt: skip
+    run = subprocess.run(args, capture_output=True, text=True, timeout=180)
+    found = re.search(r'<pre id="out">(.*?)</pre>', run.stdout, re.S)
+    text = html.unescape(found.group(1)) if found else run.stdout[-2000:] + run.stderr[-2000:]
+    if not text.startswith("{"):
+        raise AssertionError(f"the viewer page failed: {text[:3000]}")
+    return json.loads(text)
