@@ -13,7 +13,10 @@ The look is the one of the ControlNet 1.1 OpenPose annotator, which comfyui_cont
 Primitives are hard-edged (no anti-aliasing), like the annotator's, and laid on the pixel grid: a shape starts at
 the centre of the pixel that contains its point (points are in the corner-origin pixel frame: the centre of pixel
 (c, r) is (c + 0.5, r + 0.5)). Discs are the pixels whose centre is within the radius. Limbs and hand bones are
-filled polygons whose outline pixels count too, so they also cover the pixels whose square their edge crosses.
+filled polygons whose outline pixels count too, so they also cover the pixels whose square their edge crosses;
+limb ellipses take whole-pixel semi-major axes and whole-degree angles, as the annotator's integer drawing calls do.
+This is written from that description, not from the annotator's code; tests/comfy/test_interop_controlnet_aux.py
+measures the agreement with comfyui_controlnet_aux's renderer.
 """
 
 from __future__ import annotations

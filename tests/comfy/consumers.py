@@ -9,11 +9,12 @@ in a subprocess (consumer_check.py) or in a ComfyUI server with the pack linked 
 from __future__ import annotations
 
 import base64
-import html
 import json
 import os
 import re
+import select
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -180,12 +181,95 @@ try {{
 </script></body></html>""",
         encoding="utf-8",
     )
+    result = evaluate_in_chromium(
+        chromium, page.as_uri(), _WAIT_FOR_OUT, timeout=180.0, profile=work / "profile"
+    )
+    if not isinstance(result, str) or not result.startswith("{"):
+        raise AssertionError(f"the viewer page failed: {str(result)[:3000]}")
+    return json.loads(result)
+
+
+# The page writes its answer into <pre id="out">; wait (real time, in the page) until it is no longer "pending".
+_WAIT_FOR_OUT = """new Promise((resolve) => { const poll = () => { const out = document.getElementById("out");
+  if (out && out.textContent !== "pending") resolve(out.textContent); else setTimeout(poll, 100); }; poll(); })"""
+
+
+def _log_tail(profile: Path) -> str:
+    lines = (profile / "chromium.log").read_text(errors="replace").splitlines()
+    return "\n".join(line for line in lines if "dbus" not in line)[-3000:]
+
+
+def evaluate_in_chromium(chromium: str, url: str, expression: str, timeout: float, profile: Path) -> object:
+    """Open `url` in headless Chromium and return the value of `expression` (a promise is awaited), over the
+    DevTools protocol on a pipe: no port, no virtual time (which runs ahead while a page waits on a decoder).
+    `profile`: a fresh user-data folder, so nothing is shared with other Chromium runs on the machine."""
+    to_chrome_r, to_chrome_w = os.pipe()
+    from_chrome_r, from_chrome_w = os.pipe()
     args = [chromium, "--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--use-angle=swiftshader",
             "--enable-unsafe-swiftshader", "--allow-file-access-from-files", "--disable-background-networking",
-            "--virtual-time-budget=30000", "--dump-dom", page.as_uri()]  # fmt: skip
-    run = subprocess.run(args, capture_output=True, text=True, timeout=180)
-    found = re.search(r'<pre id="out">(.*?)</pre>', run.stdout, re.S)
-    text = html.unescape(found.group(1)) if found else run.stdout[-2000:] + run.stderr[-2000:]
-    if not text.startswith("{"):
-        raise AssertionError(f"the viewer page failed: {text[:3000]}")
-    return json.loads(text)
+            "--no-first-run", f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"]  # fmt: skip
+    # Chromium reads commands on fd 3 and writes answers on fd 4: bash (dash takes single-digit fds only) puts the
+    # pipe ends there, then execs it.
+    shell = f'exec "$@" 3<&{to_chrome_r} 4>&{from_chrome_w}'
+    profile.mkdir(parents=True, exist_ok=True)
+    log = open(profile / "chromium.log", "wb")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(
+        ["bash", "-c", shell, "bash", *args], pass_fds=(to_chrome_r, from_chrome_w),
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    os.close(to_chrome_r)
+    os.close(from_chrome_w)
+    deadline, buffer, counter = time.time() + timeout, b"", 0
+
+    def call(method: str, session: str | None = None, **params) -> dict:
+        nonlocal buffer, counter
+        counter += 1
+        message = {"id": counter, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        try:
+            os.write(to_chrome_w, json.dumps(message).encode() + b"\0")
+        except BrokenPipeError:
+            raise RuntimeError(f"Chromium is not running (at {method}):\n{_log_tail(profile)}") from None
+        while True:
+            while b"\0" not in buffer:
+                left = deadline - time.time()
+                if left <= 0 or not select.select([from_chrome_r], [], [], left)[0]:
+                    raise TimeoutError(f"Chromium did not answer {method} within {timeout:.0f} s")
+                chunk = os.read(from_chrome_r, 1 << 16)
+                if not chunk:
+                    raise RuntimeError(f"Chromium closed the pipe during {method}:\n{_log_tail(profile)}")
+                buffer += chunk
+            raw, buffer = buffer.split(b"\0", 1)
+            answer = json.loads(raw)
+            if answer.get("id") == counter:
+                if "error" in answer:
+                    raise RuntimeError(f"{method}: {answer['error']}")
+                return answer["result"]
+
+    try:
+        target = call("Target.createTarget", url=url)["targetId"]
+        session = call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        while True:  # the first contexts may be the blank page's, replaced while the URL loads
+            try:
+                value = call(
+                    "Runtime.evaluate", session, expression=expression, awaitPromise=True, returnByValue=True
+                )
+                break
+            except RuntimeError as exc:
+                if "context" not in str(exc) or time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+        if "exceptionDetails" in value:
+            raise RuntimeError(f"the page raised: {value['exceptionDetails']}")
+        return value["result"].get("value")
+    finally:
+        log.close()
+        os.close(to_chrome_w)
+        os.close(from_chrome_r)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
