@@ -56,15 +56,23 @@ FORMAT_VERSION = "1.1"
 # signs are written out here; tests/test_normal_frame.py checks that they agree).
 _CANONICAL_NORMALS_SINCE = (1, 1)
 LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
-_LAYER_ORDER = ("rgba", "P", "N", "albedo", "seg", "mask")
+# Layer (the JSON's `layers`) → its EXR channels, as written since 1.1. Every channel but the image's R, G, B, A and
+# the depth Z sits in a `layer.channel` layer, so OpenImageIO, Nuke and Blender list the layers by name; `Z` is the
+# standard depth channel name (OpenImageIO's z_channel, Blender's Depth pass). P.A marks the pixels that have a
+# point (1) or none (0; their P and Z are 0).
+_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask")
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
-    "P": ("P.X", "P.Y", "P.Z"),
+    "depth": ("Z",),
+    "P": ("P.X", "P.Y", "P.Z", "P.A"),
     "N": ("N.X", "N.Y", "N.Z"),
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
-    "seg": ("seg",),
-    "mask": ("mask",),
+    "seg": ("seg.id",),
+    "mask": ("mask.A",),
 }
+# Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
+_SINCE_1_1 = frozenset({"P.A"})
+_CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -262,8 +270,11 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
             pts[..., 2:3] > 0
         )  # behind the camera = invalid
         pts = np.where(valid, pts, 0.0).astype(np.float32)
+        channels["Z"] = np.ascontiguousarray(pts[..., 2])  # 0 where no point: "zero is infinitely far"
+        layers.append("depth")
         for i, axis in enumerate("XYZ"):
             channels[f"P.{axis}"] = pts[..., i]
+        channels["P.A"] = valid[..., 0].astype(np.float16)
         layers.append("P")
     if frame.normals is not None:
         nrm = to_numpy(frame.normals).astype(np.float32)
@@ -280,12 +291,12 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg"] = seg.astype(np.float32)
+        channels["seg.id"] = seg.astype(np.float32)
         layers.append("seg")
     if frame.mask is not None:
         mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
         layers.append("mask")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
@@ -417,6 +428,21 @@ def _stack(channels: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
     return np.stack([channels[n].astype(np.float32) for n in names], axis=-1)
 
 
+def _layer_channels(channels: Mapping[str, np.ndarray], layer: str) -> tuple[list[str], list[str]]:
+    """(the file's names for the channels of `layer`, the channels it lacks): 1.1 names, else 1.0 names; the
+    channels added in 1.1 are not required."""
+    found, missing = [], []
+    for name in _LAYER_CHANNELS.get(layer, ()):
+        old = _CHANNELS_1_0.get(name)
+        if name in channels:
+            found.append(name)
+        elif old is not None and old in channels:
+            found.append(old)
+        elif name not in _SINCE_1_1:
+            missing.append(name)
+    return found, missing
+
+
 def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
     if not isinstance(raw_people, list):
         raise BundleError(f"{path}: 'people' must be a list")
@@ -492,8 +518,9 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
             raise BundleError(
                 f"{exr_path}: channel {name!r} is {arr.shape[1]}x{arr.shape[0]}, JSON says {width}x{height}"
             )
+    names = {layer: _layer_channels(channels, layer)[0] for layer in layers}
     for layer in layers:
-        missing = [c for c in _LAYER_CHANNELS.get(layer, ()) if c not in channels]
+        missing = _layer_channels(channels, layer)[1]
         if missing:
             raise BundleError(
                 f"{exr_path}: layer {layer!r} is listed in the JSON but channels {missing} are missing"
@@ -502,7 +529,7 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if "rgba" in layers:
         frame.image = linear_to_srgb(_stack(channels, ("R", "G", "B")))
     if "P" in layers:
-        frame.points = _stack(channels, _LAYER_CHANNELS["P"])
+        frame.points = _stack(channels, names["P"][:3])
     if "N" in layers:
         frame.normals = _stack(channels, _LAYER_CHANNELS["N"])
         if _legacy_normals(path, doc, version):
@@ -513,9 +540,9 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if "albedo" in layers:
         frame.albedo = linear_to_srgb(_stack(channels, _LAYER_CHANNELS["albedo"]))
     if "seg" in layers:
-        frame.seg = np.rint(channels["seg"]).astype(np.int64)
+        frame.seg = np.rint(channels[names["seg"][0]]).astype(np.int64)
     if "mask" in layers:
-        frame.mask = channels["mask"].astype(np.float32)
+        frame.mask = channels[names["mask"][0]].astype(np.float32)
     frame.camera = doc.get("camera")
     frame.people = _parse_people(path, doc.get("people", []))
     frame.models = list(doc.get("models", []))

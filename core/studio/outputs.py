@@ -99,7 +99,8 @@ def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
 
 
 def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
-    """OpenPose-style JSON (ComfyUI POSE_KEYPOINT frame): 18 body + 6 feet + 70 face + 2x21 hand points per person."""
+    """OpenPose-style JSON (ComfyUI POSE_KEYPOINT frame, the default "openpose" format, which ControlNet tools
+    read): 18 body + 6 feet + 70 face + 2x21 hand points per person."""
     from ..formats.keypoints import person_to_openpose
 
     people = [person_to_openpose(CapturePerson.coerce(p, i).keypoints) for i, p in enumerate(frame.people)]
