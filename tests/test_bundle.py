@@ -107,7 +107,7 @@ def test_json_matches_contract(tmp_path: Path) -> None:
     doc = json.loads(write_bundle(tmp_path, "c", _frame()).read_text(encoding="utf-8"))
     assert doc["format"] == "sapiens2-capture" and doc["version"] == "1.1"
     assert doc["exr"] == "c.exr" and doc["frame"] is None
-    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "seg", "mask"]
+    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "segmentation", "person_mask"]
     assert doc["conventions"]["camera_frame"] == "opencv" and doc["conventions"]["units"] == "meters"
     assert len(doc["keypoint_names"]) == 308 and len(doc["skeleton"]) == 65 and len(doc["seg_classes"]) == 29
     assert doc["seg_classes"][0] == {"id": 0, "name": "Background", "color_rgb": [50, 50, 50]}

@@ -79,7 +79,7 @@ def test_openimageio_finds_the_depth_channel_and_the_layers(tmp_path: Path) -> N
     np.testing.assert_array_equal(channel["Z"], channel["P.Z"])
     assert np.isfinite(pixels).all()  # no NaN to smear through a compositor's filters
     doc = json.loads(path.read_text(encoding="utf-8"))
-    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "seg", "mask"]
+    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "segmentation", "person_mask"]
 
 
 def test_version_1_0_channels_as_openimageio_saw_them(tmp_path: Path) -> None:
@@ -95,3 +95,24 @@ def test_version_1_0_channels_as_openimageio_saw_them(tmp_path: Path) -> None:
     names = list(spec.channelnames)
     assert names[spec.z_channel] == "N.Z"
     assert set(_layers(names)[""]) == {"R", "G", "B", "A", "seg", "mask"}
+
+
+def test_a_1_0_reader_can_still_read_what_it_knows_of_a_1_1_file(tmp_path: Path) -> None:
+    """A minor version only adds: every JSON layer a 1.0 reader knows keeps its 1.0 channel names, and the layers
+    whose channels were renamed are listed under new names, which a 1.0 reader skips instead of refusing the file."""
+    channels_1_0 = {  # what the 1.0 reader expected for each layer name it knew
+        "rgba": ("R", "G", "B", "A"),
+        "P": ("P.X", "P.Y", "P.Z"),
+        "N": ("N.X", "N.Y", "N.Z"),
+        "albedo": ("albedo.R", "albedo.G", "albedo.B"),
+        "seg": ("seg",),
+        "mask": ("mask",),
+    }
+    json_path = _bundle(tmp_path)
+    doc = json.loads(json_path.read_text())
+    channels, _ = read_exr(json_path.with_suffix(".exr"))
+    known = [layer for layer in doc["layers"] if layer in channels_1_0]
+    assert {"rgba", "P", "N"} <= set(known)
+    for layer in known:
+        assert all(c in channels for c in channels_1_0[layer]), layer
+    assert {"segmentation", "person_mask"} <= set(doc["layers"])

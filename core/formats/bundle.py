@@ -73,6 +73,10 @@ _LAYER_CHANNELS = {
 # Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
 _SINCE_1_1 = frozenset({"P.A"})
 _CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
+# The JSON names of the layers whose channels were renamed in 1.1. A new name means a 1.0 reader skips the layer
+# it cannot find (and reads the rest of the file) instead of refusing the file; 1.0 files list "seg" / "mask".
+_JSON_LAYER_NAMES = {"seg": "segmentation", "mask": "person_mask"}
+_LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -358,7 +362,7 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         "image": {"width": int(frame.width), "height": int(frame.height), "source": source},
         "camera": camera_json,
         "conventions": dict(_CONVENTIONS),
-        "layers": layers,
+        "layers": [_JSON_LAYER_NAMES.get(layer, layer) for layer in layers],
         "models": [
             {
                 "task": str(m.get("task")),
@@ -501,7 +505,7 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     try:
         width, height = int(doc["image"]["width"]), int(doc["image"]["height"])
         exr_name = str(doc["exr"])
-        layers = [str(x) for x in doc.get("layers", [])]
+        layers = [_LAYER_FROM_JSON.get(str(x), str(x)) for x in doc.get("layers", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{path}: missing or malformed field ({exc})") from exc
     if Path(exr_name).name != exr_name or exr_name in ("", ".", ".."):
