@@ -144,7 +144,10 @@ def lock_feet(
 
 _THIRD_DIFFERENCE = (-1.0, 3.0, -3.0, 1.0)
 _BLOCK = 64  # frames per dense block in the banded substitutions
-_UNIFORM_FACTORS: dict[tuple[int, float], np.ndarray] = {}  # (frames, stiffness) -> factor, unit weights
+_Blocks = list[tuple[int, int, np.ndarray, np.ndarray]]  # (start, stop, dense block of L, coupling)
+_UNIFORM_FACTORS: dict[
+    tuple[int, float], _Blocks
+] = {}  # (frames, stiffness) -> factored blocks, unit weights
 
 
 def smooth_track(y: np.ndarray, weights: np.ndarray | None = None, stiffness: float = 1e3) -> np.ndarray:
@@ -169,11 +172,11 @@ def smooth_track(y: np.ndarray, weights: np.ndarray | None = None, stiffness: fl
         if factor is None:
             if len(_UNIFORM_FACTORS) > 8:
                 _UNIFORM_FACTORS.clear()
-            factor = _UNIFORM_FACTORS[key] = _factor(w, stiffness)
+            factor = _UNIFORM_FACTORS[key] = _blocks(_factor(w, stiffness))
     else:
         w = np.asarray(weights, dtype=np.float64).reshape(frames)
         w = np.maximum(w, 1e-9 * max(float(w.max()), 1e-12))
-        factor = _factor(w, stiffness)
+        factor = _blocks(_factor(w, stiffness))
     rhs = (w.reshape(frames, *([1] * (y.ndim - 1))) * y).reshape(frames, -1)
     return _banded_solve(factor, rhs).reshape(y.shape)
 
@@ -229,23 +232,27 @@ def _dense_block(factor: np.ndarray, start: int, stop: int) -> tuple[np.ndarray,
     return block, coupling
 
 
-def _banded_solve(factor: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    """Solve ``L L^T x = rhs`` for the banded factor of ``_factor``; rhs (frames, channels). Blocks of
-    ``_BLOCK`` frames are solved densely (one LAPACK call each) and chained through the band's coupling."""
-    frames, width = factor.shape
-    starts = list(range(0, frames, _BLOCK))
-    stops = [*starts[1:], frames]
-    blocks = [_dense_block(factor, a, b) for a, b in zip(starts, stops)]
+def _blocks(factor: np.ndarray) -> _Blocks:
+    """The banded factor cut into dense blocks of ``_BLOCK`` frames for ``_banded_solve``."""
+    starts = list(range(0, factor.shape[0], _BLOCK))
+    stops = [*starts[1:], factor.shape[0]]
+    return [(a, b, *_dense_block(factor, a, b)) for a, b in zip(starts, stops)]
+
+
+def _banded_solve(blocks: _Blocks, rhs: np.ndarray) -> np.ndarray:
+    """Solve ``L L^T x = rhs`` for the blocked banded factor; rhs (frames, channels). Each block is solved
+    densely (one LAPACK call) and chained to its neighbours through the band's coupling."""
+    width = blocks[0][3].shape[1] + 1
     z = np.empty_like(rhs)
-    for (block, coupling), a, b in zip(blocks, starts, stops):
+    for a, b, block, coupling in blocks:
         acc = rhs[a:b] if a == 0 else rhs[a:b] - coupling @ z[a - width + 1 : a]
         z[a:b] = np.linalg.solve(block, acc)
     x = np.empty_like(rhs)
     for j in range(len(blocks) - 1, -1, -1):
-        a, b = starts[j], stops[j]
+        a, b, block, _ = blocks[j]
         acc = z[a:b].copy()
         if j + 1 < len(blocks):  # the next block's first rows reach back into this block's last width - 1
-            later = blocks[j + 1][1]
+            later = blocks[j + 1][3]
             acc[-(width - 1) :] -= later.T @ x[b : b + later.shape[0]]
-        x[a:b] = np.linalg.solve(blocks[j][0].T, acc)
+        x[a:b] = np.linalg.solve(block.T, acc)
     return x
