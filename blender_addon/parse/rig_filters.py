@@ -4,7 +4,9 @@
   still joints lose their jitter while fast moves keep up (causal, as for live data);
 - ``zero_phase_one_euro``: the same idea for a baked sequence: the speed is estimated centred in time and a
   forward and a backward pass are averaged, which cancels the filter's lag.
-- ``lock_feet``: pins a foot in place while it is on the ground (slow and low), with a short blend in and out.
+- ``lock_feet``: pins a foot in place while it is on the ground (slow and low), with a short blend in and out;
+- ``smooth_track``: a weighted Whittaker smoother, which the solver runs on bone directions, twists and layouts
+  in joint space (exact for motion quadratic in time, centred, O(frames)).
 Low-confidence samples are filled by ``poses.fill_gaps`` (linear in time) before filtering.
 """
 
