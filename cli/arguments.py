@@ -113,6 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--force", action="store_true", help="download again even if the file exists")
 
+    c = sub.add_parser(
+        "convert", help="convert a trusted pickled checkpoint (.pth/.bin/.pt) to .safetensors, once"
+    )
+    c.add_argument("source", help="the .pth/.bin/.pt file (read with torch.load(weights_only=True))")
+    c.add_argument("destination", help="the .safetensors file to write")
+
     i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
     i.add_argument("checkpoint", help="path to a .safetensors file")
     i.add_argument("--sha256", action="store_true", help="also hash the file")

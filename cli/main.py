@@ -1,4 +1,4 @@
-"""`sapiens2` command line: predict | download | info — argument parsing and printing; the work is core.studio's.
+"""`sapiens2` command line: predict | download | convert | info — argument parsing and printing; the work is core.studio's.
 
 Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
 with the CLI's advice and exits non-zero; anything else is a bug: its traceback is printed with where to report it.
@@ -47,6 +47,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ..core.checkpoints import convert_to_safetensors
+
+    print(convert_to_safetensors(args.source, args.destination))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -60,6 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_predict(args)
         if args.command == "download":
             return cmd_download(args)
+        if args.command == "convert":
+            return cmd_convert(args)
         return cmd_info(args)
     except KeyboardInterrupt:
         print("sapiens2: interrupted", file=sys.stderr)
