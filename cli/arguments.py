@@ -104,6 +104,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
+    p.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="resume: keep frames and tasks whose outputs in --out are verified complete (same input, "
+        "checkpoint and settings), do only the rest",
+    )
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="each frame holds only the tasks of this run (default: tasks not run now are kept from the "
+        "earlier results)",
+    )
+    p.add_argument(
+        "--nonfinite",
+        choices=("warn", "error"),
+        default="warn",
+        help="model output with NaN/inf: warn and store it as invalid (default), or refuse the frame",
+    )
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
     d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))

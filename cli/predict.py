@@ -32,6 +32,9 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         fps=args.fps,
         previews=not args.no_previews,
         mesh=args.mesh,
+        skip_existing=args.skip_existing,
+        clean=args.clean,
+        nonfinite=args.nonfinite,
     )
 
 
@@ -50,7 +53,8 @@ def run_predict(args: argparse.Namespace) -> int:
         print(f"sapiens2 predict: note: {message}", file=sys.stderr)
     for message in report.failures:
         print(f"sapiens2 predict: error: {message}", file=sys.stderr)
-    print(f"sapiens2: wrote {report.written} result(s) to {report.out}", file=sys.stderr)
+    kept = f", kept {report.skipped} verified result(s)" if report.skipped else ""
+    print(f"sapiens2: wrote {report.written} result(s) to {report.out}{kept}", file=sys.stderr)
     if report.failures:
         print(f"sapiens2 predict: {len(report.failures)} input(s) failed (see above)", file=sys.stderr)
         return 1
