@@ -9,7 +9,9 @@ commands so that `sapiens2 --help` is instant.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -54,12 +56,32 @@ def cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+class Terminated(BaseException):
+    """SIGTERM (a job scheduler cancelling the run), raised where Python checks signals, like Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    main_thread = threading.current_thread() is threading.main_thread()
+    # A scheduler's cancel ends the run the way Ctrl-C does: the frame being committed finishes (the engine holds
+    # both signals during a commit), the folder's lock is released, a sequence stays marked partial.
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _command(args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "predict":
             from .predict import run_predict
@@ -73,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("sapiens2: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("sapiens2: terminated", file=sys.stderr)
+        return 143
     except Sapiens2Error as exc:
         if args.debug:
             raise

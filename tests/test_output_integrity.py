@@ -186,9 +186,8 @@ def test_interrupted_rerun_with_other_tasks_is_never_mixed_and_resumes(tmp_path,
     assert not (out / ".sapiens2.lock").exists()
 
 
-def test_second_run_into_a_busy_folder_is_refused_and_loses_nothing(tmp_path, home, frames):
-    out, gate = tmp_path / "out", tmp_path / "gate"
-    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": f"committed:1:wait:{gate}"}
+def _start(home: Path, frames: Path, out: Path, pause: str) -> subprocess.Popen:
+    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": pause}
     cmd = [
         sys.executable,
         "-m",
@@ -201,12 +200,48 @@ def test_second_run_into_a_busy_folder_is_refused_and_loses_nothing(tmp_path, ho
         str(out),
     ]
     cmd += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu"]
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(gate: Path, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while not Path(f"{gate}.reached").exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "the run never reached its pause point"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("sig", "rc", "said"), [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")]
+)
+def test_a_signal_from_outside_during_a_commit_waits_for_the_frame(tmp_path, home, frames, sig, rc, said):
+    """Ctrl-C or a scheduler's SIGTERM sent while frame 2 sits between its EXR and its JSON: the frame is
+    finished first, then the run stops cleanly (lock released, sequence marked partial, no temporaries)."""
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    proc = _start(home, frames, out, f"exr:2:wait:{gate}")
     try:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while not Path(f"{gate}.reached").exists():
-            assert first.poll() is None and time.monotonic() < deadline, "first run never reached its commit"
-            time.sleep(0.1)
+        _wait_for(gate, proc)
+        proc.send_signal(sig)
+        time.sleep(0.5)
+        assert proc.poll() is None  # held: the process is still inside the commit
+        gate.touch()
+        _, err = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == rc and f"sapiens2: {said}" in err
+    seq = out / "walk"
+    seen = assert_never_mixed(seq)
+    assert list(seen["frames"]) == ["walk_0001.json", "walk_0002.json"] and seen["journals"] == []
+    assert not (out / ".sapiens2.lock").exists()
+    assert not [p.name for p in seq.iterdir() if p.name.startswith(".")]
+
+
+def test_second_run_into_a_busy_folder_is_refused_and_loses_nothing(tmp_path, home, frames):
+    out, gate = tmp_path / "out", tmp_path / "gate"
+    first = _start(home, frames, out, f"committed:1:wait:{gate}")
+    try:
+        _wait_for(gate, first)
         held = snapshot(out)
         second = predict(home, [frames], out, "seg")
         assert second.returncode == 1
@@ -256,32 +291,16 @@ def test_too_small_disk_is_refused_before_any_model_loads(tmpfs, home, frames):
     )  # a loaded model would die here
     assert proc.returncode == 1, proc.stderr
     assert f"not enough free space for the results in {disk / 'out'}" in proc.stderr
-    assert "are needed (4 image(s), tasks seg)" in proc.stderr and "MB are free" in proc.stderr
+    assert "about 17.2 MB are needed (4 image(s), tasks seg), 1.0 MB are free" in proc.stderr  # docs/cli.md
     assert list(disk.iterdir()) == []  # no debris, not even the folder
 
 
 def test_disk_full_during_the_run_names_the_file_and_leaves_no_debris(tmp_path, tmpfs, home, frames):
     disk = tmpfs("24m")
     out, gate = disk / "out", tmp_path / "gate"
-    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": f"committed:1:wait:{gate}"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "sapiens2_studio.cli",
-        "predict",
-        str(frames),
-        "--tasks",
-        "seg",
-        "--out",
-        str(out),
-    ]
-    cmd += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu"]
-    run = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = _start(home, frames, out, f"committed:1:wait:{gate}")
     try:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while not Path(f"{gate}.reached").exists():
-            assert run.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
+        _wait_for(gate, run)
         filler = disk / "filler"
         with open(filler, "wb") as handle:  # fill the disk to the last byte
             try:

@@ -7,7 +7,8 @@ finally writes still lists the frames of one run only.
 
 A task t of frame `<name>` counts as done (verified, not just present) only when all of these hold:
 - `<name>.json` is a capture bundle 1.x with a `run` record (files without one are never trusted);
-- every file its `run.files` lists exists with exactly the recorded size (EXR, previews, keypoint JSONs, mesh);
+- its EXR exists with exactly the size `run.files` recorded (a preview or keypoint JSON that is missing or of
+  another size only makes the run write the frame's file set again, from the bundle, without a model);
 - t is in `run.tasks`, and its `models` entry has the sha256 of the checkpoint this run uses for t;
 - `run.settings[t]` equals this run's settings for t (pose: flip test, boxes file, box source, smoothing;
   pointmap: smoothing);
@@ -127,32 +128,51 @@ class FramePlan:
 
 
 def committed_bundle(folder: Path, name: str) -> tuple[dict[str, Any] | None, str]:
-    """The bundle JSON of `<name>` if it is a committed, verifiable frame (see the module docstring), else
+    """The bundle JSON of `<name>` if it is a committed frame whose every file verifies (module docstring), else
     (None, why not)."""
+    doc, why, sidecars_ok = bundle_state(folder, name)
+    return (doc, why) if sidecars_ok else (None, why)
+
+
+def bundle_state(folder: Path, name: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """(bundle JSON or None, why not, whether the files beside the bundle verify too).
+
+    The data (JSON + EXR) and the derived files are judged apart: a missing or truncated preview only means the
+    file set must be written again (from the bundle, no model needed); a damaged EXR means the frame is not there."""
     path = folder / f"{name}.json"
     if not path.is_file():
-        return None, "not written yet"
+        return None, "not written yet", False
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
-        return None, "its bundle JSON is damaged"
+        return None, "its bundle JSON is damaged", False
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-        return None, "its JSON is not a capture bundle"
+        return None, "its JSON is not a capture bundle", False
     if not str(doc.get("version", "")).startswith("1."):
-        return None, f"bundle version {doc.get('version')!r} is not 1.x"
+        return None, f"bundle version {doc.get('version')!r} is not 1.x", False
     run = doc.get("run")
     if not isinstance(run, dict) or not isinstance(run.get("files"), dict) or not run.get("id"):
-        return None, "written by a version that records no run"
+        return None, "written by a version that records no run", False
+    exr = f"{name}.exr"
+    if exr not in run["files"]:
+        return None, "its file list has no EXR", False
+    why = ""
     for file_name, size in run["files"].items():
         if not isinstance(file_name, str) or Path(file_name).name != file_name:
-            return None, "its file list is malformed"
+            return None, "its file list is malformed", False
         try:
             actual = (folder / file_name).stat().st_size
         except OSError:
-            return None, f"{file_name} is missing"
+            actual = None
         if actual != size:
-            return None, f"{file_name} has {actual} bytes, {size} were committed"
-    return doc, ""
+            why = (
+                f"{file_name} is missing"
+                if actual is None
+                else f"{file_name} has {actual} bytes, {size} committed"
+            )
+            if file_name == exr:
+                return None, why, False
+    return doc, why, not why
 
 
 def _model_sha(doc: Mapping[str, Any], task: str) -> str | None:
@@ -166,7 +186,7 @@ def plan_frame(folder: Path, name: str, expect: Expectation, run_id: str | None 
     """Decide what to do with frame `<name>` (rules in the module docstring). `run_id`: the run a sequence's
     frames must carry (a verified frame of another run is relabelled); None for single images."""
     requested = set(expect.tasks)
-    doc, why = committed_bundle(folder, name)
+    doc, why, sidecars_ok = bundle_state(folder, name)
     run = (doc or {}).get("run") or {}
     if doc is not None and run.get("source") != dict(expect.source):
         doc, why = None, "it was made from another input"
@@ -191,8 +211,9 @@ def plan_frame(folder: Path, name: str, expect: Expectation, run_id: str | None 
     ordered = tuple(t for t in catalogue.RUN_ORDER if t in compute)
     carried = tuple(t for t in catalogue.RUN_ORDER if t in carry)
     outputs = run.get("outputs") or {}
-    outputs_ok = (outputs.get("previews") or not expect.outputs.get("previews")) and (
-        not expect.outputs.get("mesh") or outputs.get("mesh") == expect.outputs.get("mesh")
+    outputs_ok = sidecars_ok and (
+        (outputs.get("previews") or not expect.outputs.get("previews"))
+        and (not expect.outputs.get("mesh") or outputs.get("mesh") == expect.outputs.get("mesh"))
     )
     plan_settings = {t: settings[t] for t in held if t in compute or t in carry}
     for task in carried:  # a carried task keeps the settings it was made with

@@ -79,16 +79,34 @@ def pause_point(point: str) -> None:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM while the block runs (main thread only; elsewhere a no-op); they are delivered
-    when it ends, so an interrupt lands between two frames, never inside one commit."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+    """Hold SIGINT and SIGTERM while the block runs; they are delivered when it ends, so an interrupt lands
+    between two frames, never inside one commit.
+
+    Why Python handlers and not a signal mask: torch's worker threads do not block signals, so the kernel may
+    deliver a Ctrl-C to one of them and Python would still raise it in the main thread mid-commit. A deferring
+    handler catches it wherever it lands. Python runs handlers only in the main thread, so elsewhere (ComfyUI's
+    worker thread, which gets no signals) this is a no-op."""
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    pending: list[int] = []
+
+    def defer(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        old = signal.signal(sig, defer)
+        previous[sig] = signal.SIG_DFL if old is None else old
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(
+                sig
+            )  # now, to the handlers the program had: KeyboardInterrupt, the CLI's SIGTERM
 
 
 def temp_name(final_name: str, token: str) -> str:
