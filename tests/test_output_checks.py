@@ -199,3 +199,23 @@ def test_seg_counts_nonfinite_logits():
     clean = load_model(synthetic_state_dict("seg"))
     assert predict_seg(clean, [np.zeros((8, 6, 3), np.uint8)])[0].nonfinite == 0
     assert torch.is_tensor(result.labels)
+
+
+def test_a_file_where_a_sequence_folder_goes_is_named_before_any_work(tmp_path, capsys, nan_home):
+    """Was `[Errno 17] File exists` after the models ran; now one line naming the file, nothing written."""
+    for n in (1, 2):
+        _image(tmp_path / f"walk_{n:04d}.png")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "walk").write_text("a file, not a folder")
+    rc, err = _run(capsys, tmp_path / "walk_0001.png", out, nan_home, "seg")
+    assert rc == 0  # a single numbered image is no sequence
+    rc, err = _run(capsys, tmp_path, out, nan_home, "seg")
+    assert rc == 1 and f"{out / 'walk'} is a file, but the sequence 'walk' needs a folder of that name" in err
+    assert "Errno" not in err
+    assert sorted(p.name for p in out.iterdir()) == [
+        "walk",
+        "walk_0001.exr",
+        "walk_0001.json",
+        "walk_0001.seg.png",
+    ]

@@ -264,10 +264,8 @@ class PredictJob:
         self.jobs = collect_inputs([str(p) for p in self.spec.inputs])
         self.boxes: BoxesFile | None = read_boxes_file(self.spec.boxes_file)
         self.paths = resolve_checkpoints(self.spec)
-        for task, path in self.paths.items():
-            load_model(
-                path, device="meta", task=task
-            )  # wrong task / damaged file: fail before any folder work
+        for task, path in self.paths.items():  # wrong task or a damaged file: fail before any folder work
+            load_model(path, device="meta", task=task)
         self.check: OutputCheck = check_output_folder(
             self.out, self.jobs, self.tasks, previews=self.spec.previews, mesh=self.spec.mesh
         )
@@ -297,9 +295,10 @@ class PredictJob:
             for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
                 count, error = self._run_sequence(sequence)
                 if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                    marker = self.out / sequence.name / f"{sequence.name}.partial.json"
+                    state = "no index, marked partial" if marker.exists() else "nothing changed there"
                     self.report.failures.append(
-                        f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); no index, "
-                        "marked partial)"
+                        f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
                     )
         finally:
             if lock is not None:
@@ -497,7 +496,9 @@ class PredictJob:
         except InputError as exc:
             return 0, exc
         folder = self.out / sequence.name
-        run = sequence_run(folder, sequence.name, self.run_info, skip_existing=self.spec.skip_existing)
+        # An explicit run id (a farm job's) wins; otherwise a resume continues the run it finds there.
+        adopt = self.spec.skip_existing and self.spec.run_id is None
+        run = sequence_run(folder, sequence.name, self.run_info, skip_existing=adopt)
         fps = self.spec.fps or sequence.fps
         writer = SequenceWriter(folder, sequence.name, fps, run=run.record())
         smoother = SequenceSmoother(fps, smooth=self.spec.smooth)  # track ids always; smoothing on request
