@@ -103,10 +103,8 @@ def signals_held() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(pending):
-            signal.raise_signal(
-                sig
-            )  # now, to the handlers the program had: KeyboardInterrupt, the CLI's SIGTERM
+        for sig in dict.fromkeys(pending):  # now, to the program's own handlers (KeyboardInterrupt, …)
+            signal.raise_signal(sig)
 
 
 def temp_name(final_name: str, token: str) -> str:
