@@ -169,7 +169,8 @@ def test_read_sequence_refuses_frames_of_different_runs(tmp_path):
     from sapiens2_studio.core.formats.bundle import CaptureFrame
 
     frames = [CaptureFrame(width=4, height=3, image=np.zeros((3, 4, 3), np.uint8)) for _ in range(3)]
-    index = write_sequence(tmp_path, "clip", frames)
+    write_sequence(tmp_path / "first", "clip", frames)
+    index = write_sequence(tmp_path, "clip", frames)  # the same frames again: stamped with the new run
     assert read_sequence(index).run is not None
     second = tmp_path / "clip_0002.json"
     doc = json.loads(second.read_text(encoding="utf-8"))

@@ -54,8 +54,8 @@ class SequenceWriter:
         """Write the next frame (numbered from 1 unless given) and return its JSON path."""
         number = len(self.entries) + 1 if number is None else int(number)
         frame.frame = number
-        if frame.run is None:
-            frame.run = {"id": self.run["id"], "started": self.run.get("started")}
+        # always this writer's run: a frame written before (by another writer) must not bring its old id along
+        frame.run = {**(frame.run or {}), "id": self.run["id"], "started": self.run.get("started")}
         json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
         self.record(number, json_path.name)
         return json_path
