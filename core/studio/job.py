@@ -39,7 +39,7 @@ from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
-from .outputs import frame_files, output_names, remove_stale_frames
+from .outputs import remove_stale_frames, write_frame_outputs
 from .preflight import OutputCheck, check_output_folder
 from .resume import (
     Expectation,
@@ -56,7 +56,6 @@ from .resume import (
 from .tasks import TaskOptions, run_tasks
 from .temporal import SequenceSmoother
 from .transaction import (
-    FrameTransaction,
     clean_stale_temporaries,
     commit_document,
     output_error,
@@ -413,14 +412,14 @@ class PredictJob:
         frame.frame = item.number
         frame.run = frame_run_record(run, item.plan, item.source, outputs)
         self._make_folder(item.folder)
-        with FrameTransaction(item.folder, item.name) as tx:
-            files = frame_files(
-                frame, item.image, item.name, with_previews=self.spec.previews, mesh_format=self.spec.mesh
-            )
-            for final, write in files.items():
-                tx.stage(final, write)
-            tx.stage_bundle(frame)
-            tx.commit(obsolete=output_names(item.name))
+        write_frame_outputs(
+            item.folder,
+            item.name,
+            frame,
+            item.image,
+            with_previews=self.spec.previews,
+            mesh_format=self.spec.mesh,
+        )
         self.report.written += 1
 
     # ------------------------------------------------------------------------------------------------ images

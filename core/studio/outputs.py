@@ -188,8 +188,9 @@ def output_names(name: str) -> list[str]:
 
 
 def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = frozenset()) -> None:
-    """Delete the files a previous run wrote for `<name>` (see OUTPUT_SUFFIXES), except those in `keep`."""
-    for suffix in OUTPUT_SUFFIXES:
+    """Delete the files a previous run wrote for `<name>` (see OUTPUT_SUFFIXES), except those in `keep`; the JSON
+    first, so that a run stopped half-way leaves no JSON claiming files that are gone."""
+    for suffix in (".json", *(s for s in OUTPUT_SUFFIXES if s != ".json")):
         if f"{name}{suffix}" not in keep:
             with contextlib.suppress(FileNotFoundError):
                 (folder / f"{name}{suffix}").unlink()
