@@ -40,10 +40,12 @@ __all__ = [
     "CapturePerson",
     "LegacyNormalsWarning",
     "default_camera",
+    "dump_document",
     "frame_name",
     "metadata_tables",
     "read_bundle",
     "sanitize_name",
+    "stage_bundle",
     "write_bundle",
 ]
 
@@ -160,6 +162,9 @@ class CaptureFrame:
     frame: int | None = None
     source_name: str | None = None
     checks: Any = None
+    # `run`: the run record of the writer's transaction (JSON object `run`, docs/formats.md §2.2: run id, tasks,
+    # files); readers use it to tell frames of different runs apart. None: not written (e.g. a version 1.0 file).
+    run: dict[str, Any] | None = None
     name: str | None = None  # set by read_bundle
     version: str = FORMAT_VERSION  # set by read_bundle (the file's version, before any conversion)
     notes: list[str] = field(default_factory=list)  # set by read_bundle
@@ -336,6 +341,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     ):
         raise BundleError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
     camera_json["source"] = str(camera.get("source", "user"))
+    if camera.get("reason"):
+        camera_json["reason"] = str(camera["reason"])
     people_json = []
     for person in people:
         entry: dict[str, Any] = {
@@ -380,7 +387,24 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     }
     if checks is not None:
         doc["checks"] = checks
+    if frame.run is not None:
+        doc["run"] = _strict_object("run", frame.run)
     return doc
+
+
+def _strict_object(field_name: str, value: Any) -> dict[str, Any]:
+    """A mapping as strict JSON data (no NaN), or a BundleError naming the field."""
+    if not isinstance(value, Mapping):
+        raise BundleError(f"CaptureFrame.{field_name} must be a mapping, got {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"CaptureFrame.{field_name} is not JSON data ({exc})") from exc
+
+
+def dump_document(doc: Mapping[str, Any]) -> str:
+    """A bundle JSON document as text: compact, UTF-8, and never NaN (invalid JSON; writers store null instead)."""
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
@@ -397,6 +421,20 @@ def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     return people
 
 
+def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame) -> dict[str, Any]:
+    """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
+
+    The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
+    EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames."""
+    if frame.width <= 0 or frame.height <= 0:
+        raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+    channels, layers = _exr_channels(frame)
+    people = _prepare_people(frame)
+    doc = _frame_json(frame, sanitize_name(name), people, layers)
+    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION})
+    return doc
+
+
 def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
     """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
     if frame.width <= 0 or frame.height <= 0:
@@ -404,17 +442,12 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
     base = sanitize_name(name)
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
-    channels, layers = _exr_channels(frame)
-    people = _prepare_people(frame)
-    doc = _frame_json(frame, base, people, layers)
     exr_path, json_path = out_dir / f"{base}.exr", out_dir / f"{base}.json"
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
-        tmp_json.write_text(
-            json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
-        )
+        doc = stage_bundle(tmp_exr, base, frame)
+        tmp_json.write_text(dump_document(doc), encoding="utf-8")
         remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)
         os.replace(tmp_json, json_path)
@@ -557,4 +590,8 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if checks is not None and not isinstance(checks, dict):
         raise BundleError(f"{path}: 'checks' must be a JSON object when present")
     frame.checks = checks
+    run = doc.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise BundleError(f"{path}: 'run' must be a JSON object when present")
+    frame.run = run
     return frame

@@ -13,9 +13,9 @@ from PIL import Image, ImageDraw
 
 from ..data import keypoints308
 from ..formats.arrays import to_numpy
-from . import openpose_render
 from .batches import TaskBatch, check_batch_count, check_image, place, require_batch
 from .errors import StudioError
+from .openpose_render import JOINT_RADIUS, STICK_WIDTH, draw_frame
 from .previews import to_uint8
 
 
@@ -42,15 +42,15 @@ def draw_openpose_frame(
     hands: bool = True,
     face: bool = True,
     feet: bool = False,
-    stick_width: int = openpose_render.STICK_WIDTH,
-    point_radius: int = openpose_render.JOINT_RADIUS,
+    stick_width: int = STICK_WIDTH,
+    point_radius: int = JOINT_RADIUS,
     threshold: float = 0.3,
 ) -> Image.Image:
     """Draw one POSE_KEYPOINT frame (flat x, y, c triples per part) onto ``canvas`` the way ControlNet-OpenPose
     models saw their training images (`openpose_render`); feet only when asked (no OpenPose ControlNet knows
     them)."""
     pixels = np.array(canvas.convert("RGB"), dtype=np.uint8)
-    openpose_render.draw_frame(
+    draw_frame(
         pixels,
         frame,
         body=body,
