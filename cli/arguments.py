@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
+from ..core.catalogue import (
+    DEFAULT_SIZE,
+    DEFAULT_TASKS,
+    PRETRAIN,
+    TASK_LABELS,
+    TASK_SIZES_RELEASED,
+    default_size,
+)
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
 
@@ -52,16 +59,27 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapiens2",
-        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
-        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+        description="Sapiens2 human-vision models: "
+        + ", ".join(TASK_LABELS[t] for t in TASKS)
+        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
-    p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
-    p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
+    p.add_argument(
+        "--tasks",
+        default=",".join(DEFAULT_TASKS),
+        help="comma list of: " + ",".join(TASKS) + f" (default {','.join(DEFAULT_TASKS)})",
+    )
+    own_sizes = ", ".join(f"{t} {default_size(t)}" for t in TASKS if default_size(t) != DEFAULT_SIZE)
+    p.add_argument(
+        "--size",
+        default=None,
+        choices=SIZES,
+        help=f"model size of every official checkpoint (default: each task's own: {DEFAULT_SIZE}, {own_sizes})",
+    )
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--checkpoint",
