@@ -139,6 +139,7 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)
     sc.write_sphere(bundles, "sphere")
     sc.write_sphere(bundles, "sphere_v10", legacy=True)
+    sc.write_matte(bundles, "matte")
     _write_bad_bundles(bundles, sc)
     _write_clip(bundles / "walkclip.mp4", frames=6)
     np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))
