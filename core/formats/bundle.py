@@ -1,9 +1,9 @@
 """Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
 
 Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks` and the
-matting layer (`matte.R/G/B/A`; readers of files without it see no alpha). Version
-1.0 files (written before the normal models' frame was settled) hold the model's raw OpenGL-frame normals
-under the label "opencv"; the reader converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
+matting layer (`matte.R/G/B/A`; a file without it reads with no alpha). Version 1.0 files (written before the
+normal models' frame was settled) hold the model's raw OpenGL-frame normals under the label "opencv"; the reader
+converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
 
 The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
 strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
