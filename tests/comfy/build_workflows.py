@@ -109,7 +109,7 @@ def relight(g) -> None:
     g.node("SaveImage", images=relit.out(0), filename_prefix="sapiens2/relit")
     g.node("SaveImage", title="Save light map", images=relit.out(1), filename_prefix="sapiens2/light_map")
     g.group("1 · Photo and models", 0)
-    g.group("2 · Person mask, matte and lights", 1)
+    g.group("2 · Mask, matte, lights", 1)
     g.group("3 · Normals and depth", 2)
     g.group("4 · Relight", 3)
     g.group("5 · Save", 4)
@@ -159,7 +159,7 @@ def tryon(g) -> None:
         filename_prefix="sapiens2/tryon_inpaint",
     )
     g.group("1 · Photo and model", 0)
-    g.group("2 · Segment into 29 body parts and matte", 1)
+    g.group("2 · Segment and matte", 1)
     g.group("3 · Garment mask", 2)
     g.group("4 · Mask image and cut-out", 3)
     g.group("5 · Save", 4)
