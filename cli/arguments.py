@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..core.catalogue import (
     DEFAULT_SIZE,
@@ -15,6 +16,9 @@ from ..core.catalogue import (
 )
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+
+if TYPE_CHECKING:
+    from ..core.studio.job import JobSpec
 
 TASKS = CATALOGUE_TASKS
 SIZES = TASK_SIZES_RELEASED
@@ -56,18 +60,8 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
     return overrides
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sapiens2",
-        description="Sapiens2 human-vision models: "
-        + ", ".join(TASK_LABELS[t] for t in TASKS)
-        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Which models run, where and how: shared by `predict` and `check`."""
     p.add_argument(
         "--tasks",
         default=",".join(DEFAULT_TASKS),
@@ -80,7 +74,6 @@ def build_parser() -> argparse.ArgumentParser:
         choices=SIZES,
         help=f"model size of every official checkpoint (default: each task's own: {DEFAULT_SIZE}, {own_sizes})",
     )
-    p.add_argument("--out", required=True, help="output folder")
     p.add_argument(
         "--checkpoint",
         action="append",
@@ -95,6 +88,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
     )
     p.add_argument(
+        "--flip-test",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pose: average with the mirrored image, as the official pipeline does (default on; "
+        "--no-flip-test is ~2x faster)",
+    )
+    p.add_argument(
+        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapiens2",
+        description="Sapiens2 human-vision models: "
+        + ", ".join(TASK_LABELS[t] for t in TASKS)
+        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
         "--batch-size",
         type=_batch_size,
         default=1,
@@ -103,17 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
     )
-    p.add_argument(
-        "--flip-test",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="pose: average with the mirrored image, as the official pipeline does (default on; "
-        "--no-flip-test is ~2x faster)",
-    )
     p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
-    p.add_argument(
-        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
-    )
     p.add_argument(
         "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
     )
@@ -131,7 +140,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--force", action="store_true", help="download again even if the file exists")
 
+    c = sub.add_parser(
+        "check",
+        help="run the tasks on images and report the geometry self-checks (normals vs pointmap, keypoints vs "
+        "segmentation); writes nothing",
+    )
+    c.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(c)
+
     i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
     i.add_argument("checkpoint", help="path to a .safetensors file")
     i.add_argument("--sha256", action="store_true", help="also hash the file")
     return parser
+
+
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    """The job the arguments describe (no file is read here); `check` has only the model arguments, so the
+    predict-only ones fall back to the job's defaults."""
+    from ..core.studio.job import JobSpec  # torch comes with it: not at import time, so --help stays instant
+
+    defaults = JobSpec(inputs=[], out=".")
+    return JobSpec(
+        inputs=list(args.inputs),
+        out=getattr(args, "out", defaults.out),
+        tasks=tuple(parse_tasks(args.tasks)),
+        size=args.size,
+        checkpoints=dict(parse_checkpoint_overrides(args.checkpoint)),
+        checkpoint_dir=args.checkpoint_dir,
+        allow_download=not args.no_download,
+        device=args.device,
+        dtype=args.dtype,
+        compile=getattr(args, "compile", defaults.compile),
+        batch_size=getattr(args, "batch_size", defaults.batch_size),
+        flip_test=args.flip_test,
+        boxes_file=getattr(args, "boxes", defaults.boxes_file),
+        smooth=getattr(args, "smooth", defaults.smooth),
+        fps=getattr(args, "fps", defaults.fps),
+        previews=not getattr(args, "no_previews", not defaults.previews),
+        mesh=getattr(args, "mesh", defaults.mesh),
+    )

@@ -1,4 +1,4 @@
-"""`sapiens2` command line: predict | download | info — argument parsing and printing; the work is core.studio's.
+"""`sapiens2` command line: predict | check | download | info — argument parsing and printing; the work is core.studio's.
 
 Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
 with the CLI's advice and exits non-zero; anything else is a bug: its traceback is printed with where to report it.
@@ -58,6 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .predict import run_predict
 
             return run_predict(args)
+        if args.command == "check":
+            from .check import run_check
+
+            return run_check(args)
         if args.command == "download":
             return cmd_download(args)
         return cmd_info(args)

@@ -7,32 +7,9 @@ import sys
 
 from ..core.studio.errors import StudioError
 from ..core.studio.host import Host
-from ..core.studio.job import JobSpec, PredictJob
-from .arguments import UsageError, parse_checkpoint_overrides, parse_tasks
+from ..core.studio.job import PredictJob
+from .arguments import UsageError, job_spec
 from .progress import Progress
-
-
-def job_spec(args: argparse.Namespace) -> JobSpec:
-    """The job the arguments describe (no file is read here)."""
-    return JobSpec(
-        inputs=list(args.inputs),
-        out=args.out,
-        tasks=tuple(parse_tasks(args.tasks)),
-        size=args.size,
-        checkpoints=dict(parse_checkpoint_overrides(args.checkpoint)),
-        checkpoint_dir=args.checkpoint_dir,
-        allow_download=not args.no_download,
-        device=args.device,
-        dtype=args.dtype,
-        compile=args.compile,
-        batch_size=args.batch_size,
-        flip_test=args.flip_test,
-        boxes_file=args.boxes,
-        smooth=args.smooth,
-        fps=args.fps,
-        previews=not args.no_previews,
-        mesh=args.mesh,
-    )
 
 
 def run_predict(args: argparse.Namespace) -> int:

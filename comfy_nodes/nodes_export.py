@@ -104,14 +104,16 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         matting=None,
     ) -> io.NodeOutput:
         require_openexr()  # before any work
+        host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
-        frames = capture_frames(image, batches, albedo_image=albedo, mask=mask)
+        frames = capture_frames(image, batches, albedo_image=albedo, mask=mask, host=host)
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
-        path = exports.save_capture_bundle(
-            folder, name, frames, fps=fps, host=ComfyHost(cls.hidden.unique_id)
-        )
+        path = exports.save_capture_bundle(folder, name, frames, fps=fps, host=host)
         relative = _relative(str(path), subfolder)
-        return io.NodeOutput(relative, ui=ui.PreviewText(f"saved {relative} ({len(frames)} frame(s))"))
+        text = "\n".join(
+            [f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)]
+        )
+        return io.NodeOutput(relative, ui=ui.PreviewText(text))
 
 
 class Sapiens2ExportMesh(io.ComfyNode):

@@ -22,7 +22,9 @@ from .. import catalogue
 from ..formats.arrays import to_numpy
 from ..formats.bundle import CaptureFrame, default_camera
 from .batches import TaskBatch, place, require_batch
+from .checks import check_geometry
 from .errors import StudioError
+from .host import Host
 
 BATCH_FIELDS = {
     "pose": "pose",
@@ -87,12 +89,15 @@ def capture_frames(
     albedo_image: Any = None,
     mask: Any = None,
     source_names: Sequence[str | None] | None = None,
+    host: Host | None = None,
     where: str = "",
 ) -> list[CaptureFrame]:
     """One CaptureFrame per image from task batches (task → TaskBatch, any subset).
 
     albedo_image: an albedo image batch (B, H, W, 3) used when no albedo results are given (ComfyUI passes the
     Albedo node's IMAGE). mask: (B, H, W) person mask overriding the segmentation's foreground.
+    Each frame gets the cross-task geometry checks its results allow (`frame.checks`); poor ones become notes on
+    `host`, named by the source name (or the frame number).
     """
     pictures = _image_list(images, where)
     count = len(pictures)
@@ -155,5 +160,23 @@ def capture_frames(
             frame.points = points
             frame.pointmap_scale = float(np.asarray(pointmap.scale, dtype=np.float64).reshape(-1)[0])
         frame.camera = _camera(pointmap, width, height)
+        frame.checks = _checks(results, frame_mask)
+        if host is not None and frame.checks is not None:
+            label = (source_names[i] if source_names else None) or (f"frame {i + 1}" if count > 1 else "")
+            for warning in frame.checks.warnings:
+                host.note(f"{label}: {warning}" if label else warning)
         frames.append(frame)
     return frames
+
+
+def _checks(results: Mapping[str, Any], mask: np.ndarray | None) -> Any:
+    """The geometry self-checks of one frame, where at least one can run (normals, or pose/pointmap with a
+    person mask); None otherwise."""
+    runnable = results["normal"] is not None or (
+        mask is not None and (results["pose"] is not None or results["pointmap"] is not None)
+    )
+    if not runnable:
+        return None
+    return check_geometry(
+        normals=results["normal"], pointmap=results["pointmap"], pose=results["pose"], mask=mask
+    )

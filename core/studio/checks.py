@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import Sapiens2Error
+from ..formats.arrays import to_numpy
 from ..shading.conventions import MODEL_NORMAL_FRAME
+from .errors import StudioError
 
 __all__ = [
     "CHECKS_VERSION",
@@ -73,7 +74,7 @@ WARN_POINTMAP_INVALID = (
 )
 
 
-class CheckError(Sapiens2Error, ValueError):
+class CheckError(StudioError):
     """Inputs to the geometry checks that do not fit together (shapes, sizes, kinds of result)."""
 
 
@@ -206,12 +207,6 @@ class GeometryReport:
 # --------------------------------------------------------------------------------------------------- helpers
 
 
-def _numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):  # torch tensor, without importing torch here
-        value = value.detach().to("cpu").float().numpy() if value.is_floating_point() else value.cpu().numpy()
-    return np.asarray(value)
-
-
 def grid_stride(height: int, width: int, max_side: int = 256) -> int:
     """Sampling step that keeps the check grid at most `max_side` samples along the image's longer side."""
     if max_side < 3:
@@ -222,7 +217,7 @@ def grid_stride(height: int, width: int, max_side: int = 256) -> int:
 def _grid(value: Any, stride: int) -> np.ndarray:
     """The samples at rows/cols o, o + s, … (o = s // 2, the cell centre), sliced before the device copy."""
     o = stride // 2
-    return _numpy(value[o::stride, o::stride])
+    return to_numpy(value[o::stride, o::stride])
 
 
 def _dense(value: Any, name: str) -> tuple[Any, Any]:
@@ -376,8 +371,8 @@ def keypoints_in_mask_share(
     `keypoints`: (K, 3) or (P, K, 3) x, y, score in image pixels (corner origin: pixel (col, row) covers
     [col, col + 1)). A keypoint outside the image counts as outside the mask. The radius forgives joints on
     the silhouette (ears, finger tips) that land a pixel or two off a bilinearly resized mask."""
-    kp = _numpy(keypoints).astype(np.float64).reshape(-1, 3)
-    m = _numpy(mask).astype(bool)
+    kp = to_numpy(keypoints).astype(np.float64).reshape(-1, 3)
+    m = to_numpy(mask).astype(bool)
     if m.ndim != 2:
         raise CheckError(f"the person mask must be (H, W), got shape {m.shape}")
     confident = np.isfinite(kp).all(axis=1) & (kp[:, 2] >= score_threshold)
@@ -418,9 +413,9 @@ def _keypoint_array(pose: Any) -> np.ndarray:
     if people is None and isinstance(pose, (list, tuple)):
         people = pose
     if people is not None:
-        rows = [_numpy(getattr(p, "keypoints", p)).reshape(-1, 3) for p in people]
+        rows = [to_numpy(getattr(p, "keypoints", p)).reshape(-1, 3) for p in people]
         return np.concatenate(rows) if rows else np.zeros((0, 3))
-    return _numpy(pose).reshape(-1, 3)
+    return to_numpy(pose).reshape(-1, 3)
 
 
 def _size(value: Any) -> tuple[int, int]:

@@ -254,7 +254,7 @@ class PredictJob:
         batches = run_tasks(self.models, images, self.host, options, labels=names)
         if smoother is not None:
             smoother.apply(batches)
-        return capture_frames(images, batches, source_names=names)
+        return capture_frames(images, batches, source_names=names, host=self.host)
 
     def _run_images(self, chunk: list[ImageJob]) -> None:
         loaded = []

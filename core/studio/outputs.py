@@ -115,7 +115,7 @@ def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
 
 
 def write_frame_outputs(
-    folder: Path,
+    folder: str | os.PathLike,
     name: str,
     frame: CaptureFrame,
     image: np.ndarray,
@@ -128,6 +128,7 @@ def write_frame_outputs(
 
     Returns the bundle JSON path.
     """
+    folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     token = uuid.uuid4().hex[:8]
     staged: list[tuple[Path, Path]] = []

@@ -81,4 +81,5 @@ class Studio:
 
     def capture(self, images: Any, batches: Mapping[str, TaskBatch], **options: Any) -> list[CaptureFrame]:
         """Capture frames (what a bundle stores) from `predict`'s results (see `capture_frames`)."""
+        options.setdefault("host", self.host)
         return capture_frames(images, batches, **options)

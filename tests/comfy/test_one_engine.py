@@ -162,3 +162,44 @@ def test_json_agrees(bundles, other):
     assert cli["conventions"] == comfy["conventions"] and cli["layers"] == comfy["layers"]
     assert [m["task"] for m in cli["models"]] == [m["task"] for m in comfy["models"]]
     assert [m["sha256"] for m in cli["models"]] == [m["sha256"] for m in comfy["models"]]
+
+
+def test_a_constant_normal_model_gives_the_converted_vector_in_comfyui(client, comfy_server, comfy_harness):
+    """Raw model output (0, 0.6, 0.8) in the model's OpenGL frame is stored as (0, -0.6, -0.8) in the bundle's
+    OpenCV frame, through the real Normals and Save Capture Bundle nodes."""
+    from sapiens2_studio.core.formats.bundle import read_bundle
+    from sapiens2_studio.core.testing.synthetic import write_constant_output_checkpoint
+
+    name = "constant_normal.safetensors"
+    write_constant_output_checkpoint(
+        comfy_server.base / "models" / "sapiens2" / name, "normal", (0.0, 0.6, 0.8)
+    )
+    loader = {"checkpoint": name, "download_task": "normal", "download_size": "1b", "dtype": "auto"}
+    prompt = {
+        "1": {"class_type": "LoadImage", "inputs": {"image": comfy_harness.EXAMPLE_IMAGE}},
+        "2": {
+            "class_type": "Sapiens2ModelLoader",
+            "inputs": {**loader, "attention": "auto", "compile": False},
+        },
+        "3": {
+            "class_type": "Sapiens2Normals",
+            "inputs": {
+                "model": ["2", 0],
+                "image": ["1", 0],
+                "chunk_size": 1,
+                "convention": "opengl (blender camera, y up)",
+            },
+        },
+        "4": {
+            "class_type": "Sapiens2SaveCaptureBundle",
+            "inputs": {"image": ["1", 0], "filename_prefix": "constant/n", "fps": 24.0, "normals": ["3", 0]},
+        },
+    }
+    entry = client.run(prompt, timeout=300)
+    assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
+    (path,) = (comfy_server.base / "output" / "constant").glob("n_*.json")
+    frame = read_bundle(path)
+    assert json.loads(path.read_text())["conventions"]["normals_frame"] == "opencv"
+    np.testing.assert_allclose(
+        frame.normals.reshape(-1, 3), [[0.0, -0.6, -0.8]] * (frame.width * frame.height), atol=5e-4
+    )
