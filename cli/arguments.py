@@ -131,6 +131,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
+    p.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="resume: keep frames and tasks whose outputs in --out are verified complete (same input, "
+        "checkpoint and settings), do only the rest",
+    )
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="each frame holds only the tasks of this run (default: tasks not run now are kept from the "
+        "earlier results)",
+    )
+    p.add_argument(
+        "--nonfinite",
+        choices=("warn", "error"),
+        default="warn",
+        help="model output with NaN/inf: warn and store it as invalid (default), or refuse the frame",
+    )
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
     d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))
@@ -147,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
     add_model_arguments(c)
+
+    v = sub.add_parser(
+        "convert", help="convert a trusted pickled checkpoint (.pth/.bin/.pt) to .safetensors, once"
+    )
+    v.add_argument("source", help="the .pth/.bin/.pt file (read with torch.load(weights_only=True))")
+    v.add_argument("destination", help="the .safetensors file to write")
 
     i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
     i.add_argument("checkpoint", help="path to a .safetensors file")
@@ -178,4 +202,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         fps=getattr(args, "fps", defaults.fps),
         previews=not getattr(args, "no_previews", not defaults.previews),
         mesh=getattr(args, "mesh", defaults.mesh),
+        skip_existing=getattr(args, "skip_existing", defaults.skip_existing),
+        clean=getattr(args, "clean", defaults.clean),
+        nonfinite=getattr(args, "nonfinite", defaults.nonfinite),
     )

@@ -1,4 +1,5 @@
-"""`sapiens2` command line: predict | check | download | info — argument parsing and printing; the work is core.studio's.
+"""`sapiens2` command line: predict | check | download | convert | info — argument parsing and printing; the work is
+core.studio's.
 
 Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
 with the CLI's advice and exits non-zero; anything else is a bug: its traceback is printed with where to report it.
@@ -9,7 +10,9 @@ commands so that `sapiens2 --help` is instant.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -47,12 +50,39 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ..core.checkpoints import convert_to_safetensors
+
+    print(convert_to_safetensors(args.source, args.destination))
+    return 0
+
+
+class Terminated(BaseException):
+    """SIGTERM (a job scheduler cancelling the run), raised where Python checks signals, like Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    main_thread = threading.current_thread() is threading.main_thread()
+    # A scheduler's cancel ends the run the way Ctrl-C does: the frame being committed finishes (the engine holds
+    # both signals during a commit), the folder's lock is released, a sequence stays marked partial.
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _command(args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "predict":
             from .predict import run_predict
@@ -64,10 +94,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_check(args)
         if args.command == "download":
             return cmd_download(args)
+        if args.command == "convert":
+            return cmd_convert(args)
         return cmd_info(args)
     except KeyboardInterrupt:
         print("sapiens2: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("sapiens2: terminated", file=sys.stderr)
+        return 143
     except Sapiens2Error as exc:
         if args.debug:
             raise

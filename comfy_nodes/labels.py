@@ -5,7 +5,13 @@ Labels are part of saved workflows (ComfyUI stores widget values as text), so th
 
 from __future__ import annotations
 
-POSE_FORMATS = {"core (real scores)": "comfyui", "controlnet_aux (1/0 confidence)": "controlnet_aux"}
+# The first label is the default for new nodes. "openpose" was added as the default after the other two, whose
+# saved values keep producing what they always did.
+POSE_FORMATS = {
+    "openpose (1/0 confidence, feet: core + controlnet_aux)": "openpose",
+    "core (real scores)": "comfyui",
+    "controlnet_aux (1/0 confidence)": "controlnet_aux",
+}
 NECK_MODES = {
     "auto": "auto",
     "shoulder midpoint": "shoulder_midpoint",

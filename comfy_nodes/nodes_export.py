@@ -138,11 +138,13 @@ class Sapiens2ExportMesh(io.ComfyNode):
             display_name=MESH_NAME,
             search_aliases=["glb", "ply", "mesh", "3d export", "point cloud"],
             description="Triangulates the pointmap into a coloured mesh (depth-jump edges dropped) and saves it as "
-            "GLB (y-up, for viewers) or PLY (OpenCV camera frame, like the bundle).",
+            "GLB (colours as a texture) or PLY (vertex colours), both y-up (glTF frame: the camera looks down -z).",
             inputs=[
                 PointmapData.Input("pointmap", tooltip="Output of 'Sapiens2 Pointmap'."),
                 io.Image.Input(
-                    "image", optional=True, tooltip="Vertex colours (the image the pointmap came from)."
+                    "image",
+                    optional=True,
+                    tooltip="Colours: the image the pointmap came from (GLB: its texture, PLY: vertex colours).",
                 ),
                 io.Mask.Input(
                     "mask", optional=True, tooltip="Keep only these pixels (default: the pointmap's mask)."

@@ -57,18 +57,21 @@ class Sapiens2Pose(io.ComfyNode):
                     "keypoint_format",
                     options=list(labels.POSE_FORMATS),
                     default=labels.first(labels.POSE_FORMATS),
-                    tooltip="core: real scores + feet (ComfyUI SDPose style). controlnet_aux: confidence 1/0 as "
-                    "DWPose writes it, so controlnet_aux's render/edit nodes draw every point above the threshold.",
+                    tooltip="openpose: confidence 1 for a point scored above the threshold, else 0, plus feet: "
+                    "ComfyUI's SDPose nodes and controlnet_aux's render/edit nodes both draw every such point. "
+                    "core: the real scores (controlnet_aux draws only points scored 1). controlnet_aux: openpose "
+                    "without the feet, as DWPose writes it.",
                 ),
                 io.Combo.Input(
                     "neck_mode",
                     options=list(labels.NECK_MODES),
                     default=labels.first(labels.NECK_MODES),
                     tooltip="OpenPose neck point: the shoulder midpoint (what ControlNet-OpenPose was trained on) "
-                    "or Sapiens2's anatomical neck; auto = midpoint for controlnet_aux, anatomical for core.",
+                    "or Sapiens2's anatomical neck; auto = anatomical for core, the midpoint otherwise.",
                 ),
                 score_threshold_input(
-                    "controlnet_aux format: keypoints below this score are written as missing (0, 0, 0)."
+                    "openpose and controlnet_aux formats: keypoints scored below this get confidence 0 "
+                    "(missing); they keep their position."
                 ),
                 chunk_size_input(4),
                 io.Combo.Input(
@@ -136,8 +139,9 @@ class Sapiens2DrawPose(io.ComfyNode):
             node_id="Sapiens2DrawPose",
             display_name=DRAW_NAME,
             search_aliases=["render pose", "openpose image", "skeleton"],
-            description="Renders POSE_KEYPOINT as an OpenPose skeleton image (for ControlNet), or the raw 308 "
-            "keypoints with the full Sapiens2 skeleton.",
+            description="Renders POSE_KEYPOINT as an OpenPose skeleton image, drawn like the images OpenPose "
+            "ControlNets were trained on (limb ellipses, colours, hands, face), or the raw 308 keypoints with the "
+            "full Sapiens2 skeleton.",
             inputs=[
                 PoseKeypoint.Input("keypoints", optional=True, tooltip="POSE_KEYPOINT from any pose node."),
                 PoseData.Input(
@@ -147,9 +151,29 @@ class Sapiens2DrawPose(io.ComfyNode):
                 io.Boolean.Input("draw_body", default=True, tooltip="Body limbs and joints."),
                 io.Boolean.Input("draw_hands", default=True, tooltip="Hand skeletons."),
                 io.Boolean.Input("draw_face", default=True, tooltip="Face points."),
-                io.Int.Input("stick_width", default=4, min=1, max=64, tooltip="Limb thickness in pixels."),
-                io.Int.Input("point_radius", default=4, min=1, max=64, tooltip="Joint dot radius in pixels."),
+                io.Int.Input(
+                    "stick_width",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Half the width of the limb ellipses in pixels (OpenPose: 4); hand bones are half as "
+                    "wide.",
+                ),
+                io.Int.Input(
+                    "point_radius",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Joint dot radius in pixels (OpenPose: 4); face dots are 1 pixel smaller.",
+                ),
                 score_threshold_input("Hide points scored below."),
+                io.Boolean.Input(
+                    "draw_feet",
+                    default=False,
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Foot points of POSE_KEYPOINT input. Off for ControlNet: OpenPose ControlNets were "
+                    "trained without feet.",
+                ),
             ],
             outputs=[io.Image.Output(id="pose_image", display_name="image", tooltip="The rendered pose(s).")],
         )
@@ -164,6 +188,7 @@ class Sapiens2DrawPose(io.ComfyNode):
         stick_width,
         point_radius,
         score_threshold,
+        draw_feet=False,
         keypoints=None,
         pose=None,
         image=None,
@@ -175,6 +200,7 @@ class Sapiens2DrawPose(io.ComfyNode):
             body=draw_body,
             hands=draw_hands,
             face=draw_face,
+            feet=draw_feet,
             stick_width=stick_width,
             point_radius=point_radius,
             threshold=score_threshold,

@@ -107,7 +107,7 @@ def test_json_matches_contract(tmp_path: Path) -> None:
     doc = json.loads(write_bundle(tmp_path, "c", _frame()).read_text(encoding="utf-8"))
     assert doc["format"] == "sapiens2-capture" and doc["version"] == "1.1"
     assert doc["exr"] == "c.exr" and doc["frame"] is None
-    assert doc["layers"] == ["rgba", "P", "N", "albedo", "seg", "mask"]
+    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "segmentation", "person_mask"]
     assert doc["conventions"]["camera_frame"] == "opencv" and doc["conventions"]["units"] == "meters"
     assert len(doc["keypoint_names"]) == 308 and len(doc["skeleton"]) == 65 and len(doc["seg_classes"]) == 29
     assert doc["seg_classes"][0] == {"id": 0, "name": "Background", "color_rgb": [50, 50, 50]}
@@ -127,25 +127,22 @@ def test_second_reader_openexr_api(tmp_path: Path) -> None:
     assert header["type"] == OpenEXR.scanlineimage
     assert header["sapiens2Capture"] == "1.1"
     expected = {
-        "R",
-        "G",
-        "B",
-        "A",
-        "P.X",
-        "P.Y",
-        "P.Z",
-        "N.X",
-        "N.Y",
-        "N.Z",
-        "albedo.R",
-        "albedo.G",
-        "albedo.B",
-    }
-    assert set(channels) == expected | {"seg", "mask"}
-    assert channels["P.X"].dtype == np.float32 and channels["seg"].dtype == np.float32
+        "R", "G", "B", "A", "Z", "P.X", "P.Y", "P.Z", "P.A", "N.X", "N.Y", "N.Z", "albedo.R", "albedo.G",
+        "albedo.B", "seg.id", "mask.A",
+    }  # fmt: skip
+    assert set(channels) == expected
+    assert channels["P.X"].dtype == np.float32 and channels["seg.id"].dtype == np.float32
+    assert channels["Z"].dtype == np.float32 and channels["P.A"].dtype == np.float16
     assert channels["N.Z"].dtype == np.float16 and channels["R"].dtype == np.float16
     for i, axis in enumerate("XYZ"):  # catches non-contiguous views written as raw memory
         np.testing.assert_array_equal(channels[f"P.{axis}"], frame.points[..., i])
+    # depth = P.Z; pixels without a point (here the background pixel (0, 0)) are 0 in P and Z and 0 in P.A
+    np.testing.assert_array_equal(channels["Z"], frame.points[..., 2])
+    valid = frame.points[..., 2] > 0
+    assert not valid[0, 0] and valid.sum() == H * W - 1
+    np.testing.assert_array_equal(channels["P.A"], valid.astype(np.float16))
+    np.testing.assert_array_equal(channels["seg.id"], frame.seg)
+    np.testing.assert_array_equal(channels["mask.A"], frame.mask)
     # row 0 = top row; R is scene-linear
     expected_r = srgb_to_linear(frame.image[..., 0] / 255.0)
     np.testing.assert_allclose(channels["R"].astype(np.float32), expected_r, atol=1e-3)
@@ -309,6 +306,34 @@ def _legacy_frame(seed: int = 0) -> tuple[CaptureFrame, np.ndarray]:
     truth = frame.normals.astype(np.float16).astype(np.float32)  # the EXR keeps normals as half floats
     frame.normals = frame.normals * np.array([1.0, -1.0, -1.0], np.float32)
     return frame, truth
+
+
+def _with_1_0_channels(path: Path) -> None:
+    """Rewrite a bundle's EXR with the channels a 1.0 writer made: bare `seg` and `mask`, no `Z`, no `P.A`."""
+    from sapiens2_studio.core.formats.exr import read_exr, write_exr
+
+    exr = path.with_suffix(".exr")
+    channels, _ = read_exr(exr)
+    renamed = {
+        {"seg.id": "seg", "mask.A": "mask"}.get(k, k): v for k, v in channels.items() if k not in ("Z", "P.A")
+    }
+    write_exr(exr, renamed, {"sapiens2Capture": "1.0"})
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["layers"] = [layer for layer in doc["layers"] if layer != "depth"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_version_1_0_channel_names_are_read(tmp_path: Path) -> None:
+    frame = _frame()
+    new = read_bundle(write_bundle(tmp_path, "new", frame))
+    old_path = write_bundle(tmp_path, "old", frame)
+    _with_1_0_channels(old_path)
+    _as_version_1_0(old_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacyNormalsWarning)
+        old = read_bundle(old_path)
+    for name in ("points", "seg", "mask", "image", "albedo"):
+        np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
 
 
 def test_version_1_1_declares_opencv_normals_and_reads_them_unchanged(tmp_path: Path) -> None:

@@ -468,8 +468,11 @@ def test_broken_frame_stops_only_its_sequence(tmp_path: Path, capsys, checkpoint
     assert read_sequence(tmp_path / "out" / "bbb" / "bbb.sequence.json").frame_numbers == [1, 2, 3]
 
 
-def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys, checkpoints) -> None:
-    """Re-running replaces each name's whole output set: no previews of tasks not run now, no extra frames."""
+def test_rerun_of_other_tasks_keeps_them_and_clean_replaces_the_whole_set(
+    tmp_path: Path, capsys, checkpoints
+) -> None:
+    """A re-run of some tasks keeps the others' results in each frame (one commit holds them all); --clean
+    replaces each name's whole output set: no previews of tasks not run now, no extra frames."""
     _write_image(tmp_path / "photo.png", 24, 32, "RGB")
     (tmp_path / "walk").mkdir()
     for n in (1, 2, 3):
@@ -481,15 +484,20 @@ def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys
     rc, err = _predict(capsys, out, inputs, checkpoints, "seg,pose", "--boxes", str(boxes))
     assert rc == 0, err
     assert (out / "photo.pose.png").exists() and (out / "walk" / "walk_0003.json").exists()
+    people = read_bundle(out / "photo.json").people
     (tmp_path / "walk" / "walk_0003.png").unlink()
-    rc, err = _predict(
-        capsys,
-        out,
-        [str(tmp_path / "photo.png"), str(tmp_path / "walk")],
-        checkpoints,
-        "seg",
-        "--no-previews",
-    )
+    rc, err = _predict(capsys, out, inputs, checkpoints, "seg", "--no-previews")
+    assert rc == 0, err
+    kept = read_bundle(out / "photo.json")
+    assert [m["task"] for m in kept.models] == ["seg", "pose"]
+    np.testing.assert_array_equal(kept.people[0].keypoints, people[0].keypoints)
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
+        "photo.exr",
+        "photo.json",
+        "photo.keypoints.json",
+        "photo.openpose.json",
+    ]
+    rc, err = _predict(capsys, out, inputs, checkpoints, "seg", "--no-previews", "--clean")
     assert rc == 0, err
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["photo.exr", "photo.json"]
     names = sorted(p.name for p in (out / "walk").iterdir())

@@ -69,7 +69,7 @@ def test_seg_and_matting_write_alpha_and_cutout_previews_and_the_matte_layer(cap
         pixel = np.asarray(cutout)[7, 5].tolist()
         assert pixel == [round(v * 255) for v in (*STRAIGHT, ALPHA)]  # [110, 205, 255, 159], straight
     doc = json.loads((out / "person.json").read_text())
-    assert doc["layers"] == ["rgba", "seg", "mask", "alpha", "matte"]
+    assert doc["layers"] == ["rgba", "segmentation", "person_mask", "alpha", "matte"]
     assert [(m["task"], m["checkpoint"]) for m in doc["models"]] == [
         ("seg", "sapiens2_0.4b_seg.safetensors"),
         ("matting", "sapiens2_1b_matting.safetensors"),

@@ -88,13 +88,36 @@ def test_exact_keypoints_give_back_the_exact_rig(truth):
     for bone in ("upper_arm", "forearm", "thigh", "shin", "clavicle", "neck", "index2", "thumb1"):
         assert solved.measurements.lengths[bone] == pytest.approx(truth["m"].lengths[bone], abs=1e-6)
     position, rotation = _errors(truth, solved)
-    # Not zero: bend planes and rigid fits are averaged over +-3 frames (sigma 1), which rounds fast turns.
-    assert position.max() < 2e-3  # metres
+    # Not zero: every direction, twist and layout is filtered over time in joint space (exact for motion
+    # quadratic in time, not for the truth's sines). Measured: 0.65 mm more than 5 frames from the ends; the
+    # first and last frame, extrapolated from one side, 1.9 mm (toes, knuckles, elbow); rotations 1.3 deg.
+    assert position[5:-5].max() < 1e-3  # metres
+    assert position.max() < 2.5e-3
     assert rotation.max() < 1.5  # degrees, every bone including fingers
 
 
+def _report(label, rotation, names):
+    groups = {
+        "torso": ("hips", "spine", "spine1", "spine2", "neck", "head"),
+        "clavicles": ("clavicle",),
+        "upper arms": ("upper_arm",),
+        "forearms": ("forearm",),
+        "hands": ("hand",),
+        "legs": ("thigh", "shin"),
+        "feet": ("foot", "toe"),
+        "fingers": tuple(f"{f}{k}" for f in ("thumb", "index", "middle", "ring", "pinky") for k in (1, 2, 3)),
+    }
+    for group, bones in groups.items():
+        r = rotation[:, [b for b, n in enumerate(names) if n.split(".")[0] in bones]]
+        print(f"{label} {group}: max {r.max():.2f} (first/last frame excluded {r[1:-1].max():.2f}) "
+              f"p99 {np.percentile(r, 99):.2f} mean {r.mean():.2f} deg")  # fmt: skip
+
+
 def test_noisy_and_dropped_keypoints_within_1cm_and_3_degrees(truth):
-    """1.5 mm noise per axis, 5 % of joint-frames thrown 20 cm off with a low score, smoothing on."""
+    """1.5 mm noise per axis, 5 % of joint-frames thrown 20 cm off with a low score, smoothing on: every body
+    and limb bone within 3 deg of the truth on every frame that has neighbours on both sides. The clip's first
+    and last frame are filtered from one side only and keep about twice the noise (information, not a bug:
+    measured over 20 noise draws they reach 4.0 deg at 1.5 mm, 2.9 deg at 1.0 mm, see the next tests)."""
     noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
     position, rotation = _errors(truth, solved)
@@ -102,11 +125,76 @@ def test_noisy_and_dropped_keypoints_within_1cm_and_3_degrees(truth):
     print(
         f"position cm: mean {100 * position.mean():.3f} p99 {100 * np.percentile(position, 99):.3f} "
         f"max {100 * position.max():.3f}; body rotation deg: mean {rotation[:, body].mean():.2f} "
-        f"p99 {np.percentile(rotation[:, body], 99):.2f} max {rotation[:, body].max():.2f}"
+        f"p99 {np.percentile(rotation[:, body], 99):.2f} max {rotation[:, body].max():.2f} "
+        f"(first/last frame excluded {rotation[1:-1, body].max():.2f})"
     )
+    _report("1.5 mm", rotation, solved.rest.names)
     assert position.max() < 0.01
-    assert np.percentile(rotation[:, body], 99) < 3.0
-    assert rotation[:, body].mean(axis=0).max() < 3.0  # no bone is off on average either
+    assert rotation[1:-1, body].max() < 3.0
+    assert rotation[:, body].max() < 4.5
+
+
+@pytest.mark.parametrize("seed", [6, 7, 8, 9])
+def test_other_noise_draws_keep_the_maximum(seed):
+    """The bound is a maximum, so it must not hang on one lucky noise draw: four more (120 frames each)."""
+    m = TRUTH.truth_measurements(P)
+    rest = P["rig_skeleton"].rest_pose(m)
+    local, root = TRUTH.truth_motion(rest.names, 120)
+    world, heads = TRUTH.forward_kinematics(rest, local, root)
+    keypoints = TRUTH.keypoints_from_pose(P, NAMES, rest, world, heads)
+    noisy, scores = TRUTH.corrupt(keypoints, noise=0.0015, drop=0.05, seed=seed)
+    solved = _solve(noisy, scores >= 0.3, smoothing=True)
+    position, rotation = _errors({"world": world, "keypoints": keypoints}, solved)
+    body = [b for b, n in enumerate(solved.rest.names) if BODY(n)]
+    print(f"seed {seed}: position max {100 * position.max():.2f} cm, body rotation max "
+          f"{rotation[1:-1, body].max():.2f} deg (ends {rotation[[0, -1]][:, body].max():.2f})")  # fmt: skip
+    assert position.max() < 0.01
+    assert rotation[1:-1, body].max() < 3.0
+    assert rotation[:, body].max() < 4.5
+
+
+def test_every_frame_within_3_degrees_at_1mm(truth):
+    """At 1.0 mm noise even the first and last frame stay within 3 deg (20 draws: worst 2.9 deg)."""
+    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.001, drop=0.05)
+    solved = _solve(noisy, scores >= 0.3, smoothing=True)
+    _, rotation = _errors(truth, solved)
+    body = [b for b, n in enumerate(solved.rest.names) if BODY(n)]
+    _report("1.0 mm", rotation, solved.rest.names)
+    assert rotation[:, body].max() < 3.0
+
+
+def test_a_turn_is_filtered_without_lag(truth):
+    """The joint-space filter is centred: a sudden 40 deg turn of the whole body (the root, filtered in the
+    world) and a sudden 40 deg pronation of one forearm (a twist read from the hand) come out on their frame,
+    and frames away from the step keep the usual accuracy."""
+    rest, step, frames = truth["rest"], 60, FRAMES
+    local, root = TRUTH.truth_motion(rest.names, frames)
+    turn = np.radians(40.0) * (np.arange(frames) >= step)
+    hips, forearm = rest.index("hips"), rest.index("forearm.L")
+    yaw = np.stack([[[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]] for a in turn])
+    local[:, hips] = rest.frames[hips].T @ yaw @ rest.frames[hips] @ local[:, hips]
+    local[:, forearm] = local[:, forearm] @ P["rig_math"].rotation_y(turn)
+    world, heads = TRUTH.forward_kinematics(rest, local, root)  # turning in place, about the hips
+    keypoints = TRUTH.keypoints_from_pose(P, NAMES, rest, world, heads)
+    noisy, scores = TRUTH.corrupt(keypoints, noise=0.0015, drop=0.05)
+    solved = _solve(noisy, scores >= 0.3, smoothing=True)
+    rotations = solved.motion.rotations
+    twist = P["rig_math"].twist_about_y
+    for bone, measure in (
+        (hips, lambda r: np.arctan2(r[:, 1, 0], r[:, 0, 0])),  # heading of the hips' x axis
+        (forearm, lambda r: twist(np.swapaxes(truth["world"][:, forearm], -1, -2) @ r)),
+    ):
+        got = np.unwrap(measure(rotations[:, bone]))
+        want = np.unwrap(measure(world[:, bone]))
+        crossing = int(np.argmax(np.abs(got - got[0]) > 0.5 * np.abs(want[-1] - want[0])))
+        lag = crossing - int(np.argmax(np.abs(want - want[0]) > 0.5 * np.abs(want[-1] - want[0])))
+        calm = np.abs(np.arange(frames) - step) > 8
+        error = np.degrees(P["rig_math"].rotation_angle(world[:, bone], rotations[:, bone]))
+        print(
+            f"{rest.names[bone]}: step lag {lag} frames, error away from the step max {error[calm].max():.2f}"
+        )
+        assert abs(lag) <= 1
+        assert error[calm][1:-1].max() < 3.0
 
 
 def test_bone_lengths_are_constant_over_frames(truth):

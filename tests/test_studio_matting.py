@@ -105,7 +105,7 @@ def test_capture_frames_carry_alpha_and_foreground_into_the_bundle(predicted, ph
     np.testing.assert_allclose(frame.foreground, np.broadcast_to(STRAIGHT, (40, 30, 3)), atol=1e-6)
     json_path = write_bundle(tmp_path, "x", frame)
     doc = json.loads(json_path.read_text())
-    assert doc["layers"] == ["rgba", "seg", "mask", "alpha", "matte"]
+    assert doc["layers"] == ["rgba", "segmentation", "person_mask", "alpha", "matte"]
     channels, _ = read_exr(tmp_path / "x.exr")
     assert {"matte.R", "matte.G", "matte.B", "matte.A"} <= set(channels)
     # EXR convention: linear colour pre-multiplied by alpha (what Nuke and OpenImageIO expect of an RGBA layer)

@@ -22,7 +22,16 @@ from sapiens2_studio.core.pipeline.results import (
     SegResult,
 )
 from sapiens2_studio.core.studio import batches as imaging
-from sapiens2_studio.core.studio import boxes, drawing, exports, masks, models, previews, relighting
+from sapiens2_studio.core.studio import (
+    boxes,
+    drawing,
+    exports,
+    masks,
+    models,
+    openpose_render,
+    previews,
+    relighting,
+)
 from sapiens2_studio.core.studio.batches import TaskBatch
 from sapiens2_studio.core.studio.capture import capture_frames
 from sapiens2_studio.core.studio.chunking import run_chunked
@@ -348,7 +357,7 @@ def test_draw_pose_renders_both_styles():
         "canvas_height": 32,
     }
     out = drawing.render_poses(keypoints=[frame], stick_width=4)
-    expected = np.array(drawing.OPENPOSE_COLORS[12]) * 0.6 / 255  # limb neck->nose colour, dimmed
+    expected = np.array(openpose_render.COLORS[12]) * 0.6 / 255  # limb neck->nose colour, dimmed
     assert out[0, 12, 20].numpy() == pytest.approx(expected, abs=0.01)
     normalised = json.loads(json.dumps(frame))
     normalised["people"][0]["pose_keypoints_2d"][:6] = [0.625, 0.15625, 1, 0.625, 0.625, 1]

@@ -21,6 +21,56 @@ def _depth(bone) -> int:
     return depth
 
 
+def _set_before(obj, names: list[str]) -> dict[str, int]:
+    """For each of ``names`` (bones of ``obj``) a pass number such that every bone comes after all the named
+    bones it depends on: through its parent chain *and* through constraints. Hierarchy depth is not enough:
+    Rigify's ``ORG-hand`` sits shallow in the hierarchy but copies ``hand_fk``, which sits deep, so a finger
+    control under ``ORG-hand`` set "parents first" by depth lands where last frame's hand left it (that was
+    the thumb's ~24 deg on Rigify: every first finger segment was off by the hand's motion since the previous
+    frame; the later segments, set relative to the first, hid it)."""
+    direct: dict[str, set[str]] = {}
+    for pose_bone in obj.pose.bones:
+        deps = {pose_bone.parent.name} if pose_bone.parent is not None else set()
+        for constraint in pose_bone.constraints:
+            targets = list(getattr(constraint, "targets", ()))  # Armature constraint
+            targets.append(constraint)
+            for target in targets:
+                if getattr(target, "target", None) == obj and getattr(target, "subtarget", ""):
+                    deps.add(target.subtarget)
+            if getattr(constraint, "pole_target", None) == obj and getattr(constraint, "pole_subtarget", ""):
+                deps.add(constraint.pole_subtarget)
+        direct[pose_bone.name] = {d for d in deps if d in obj.pose.bones}
+    wanted = set(names)
+    upstream: dict[str, frozenset[str]] = {}
+
+    def named_above(name: str, visiting: set[str]) -> frozenset[str]:
+        """The named bones that ``name`` depends on, transitively (cycles cut where they close)."""
+        if name in upstream:
+            return upstream[name]
+        visiting.add(name)
+        found: set[str] = set()
+        for dep in direct.get(name, ()):
+            if dep in visiting:
+                continue
+            if dep in wanted:
+                found.add(dep)
+            found |= named_above(dep, visiting)
+        visiting.discard(name)
+        upstream[name] = frozenset(found)
+        return upstream[name]
+
+    passes: dict[str, int] = {}
+
+    def pass_of(name: str) -> int:
+        if name not in passes:
+            passes[name] = 1 + max((pass_of(d) for d in named_above(name, set())), default=-1)
+        return passes[name]
+
+    for name in names:
+        pass_of(name)
+    return passes
+
+
 def _world_rest(obj, bone) -> np.ndarray:
     return np.array(obj.matrix_world @ bone.matrix_local, dtype=np.float64)
 
@@ -102,9 +152,10 @@ def retarget(
         bone = target.pose.bones.get(switch)
         if bone is not None and "IK_FK" in bone:
             bone["IK_FK"] = 1.0
-    order = sorted(mapping, key=lambda n: _depth(target.data.bones[n]))
-    levels = sorted({_depth(target.data.bones[n]) for n in order})
-    root = order[0]
+    passes = _set_before(target, list(mapping))
+    order = sorted(mapping, key=lambda n: passes[n])
+    levels = sorted(set(passes.values()))
+    root = min(order, key=lambda n: _depth(target.data.bones[n]))
     src_rest = {s: _world_rest(source, source.data.bones[s]) for s in mapping.values()}
     tgt_rest = {t: _world_rest(target, target.data.bones[t]) for t in order}
     # A Rigify control rig was generated from this very rig (same rest); its controls copy the change as it is.
@@ -113,8 +164,16 @@ def retarget(
         t: np.eye(3) if rigify else rest_alignment(tgt_rest[t][:3, :3], src_rest[mapping[t]][:3, :3])
         for t in order
     }
-    if scale is None:
-        scale = _height(target) / max(_height(source), 1e-9)
+    if (
+        scale is None
+    ):  # a generated Rigify rig has the capture's size (its widget bones would skew the height)
+        scale = 1.0 if rigify else _height(target) / max(_height(source), 1e-9)
+    # Rigify's root control (``torso``) does not sit on the pelvis but between it and the chest, and its
+    # children bend the spine in their own way: after the rotations, the whole rig is moved so its pelvis
+    # (the ORG copy of the capture's root bone) lands on the capture's pelvis. A pure shift: no rotation
+    # changes, and the straight-down leg and spine chains then sit where the capture's are.
+    pelvis = f"ORG-{mapping[root]}" if rigify and f"ORG-{mapping[root]}" in target.pose.bones else None
+    pelvis_rest = _world_rest(target, target.data.bones[pelvis])[:3, 3] if pelvis else None
     to_target = np.array(target.matrix_world.inverted(), dtype=np.float64)
     for bone_name in order:
         target.pose.bones[bone_name].rotation_mode = "QUATERNION"
@@ -123,7 +182,7 @@ def retarget(
     for frame in frames:
         scene.frame_set(frame)
         for level in levels:
-            for t in (n for n in order if _depth(target.data.bones[n]) == level):
+            for t in (n for n in order if passes[n] == level):
                 s = mapping[t]
                 src = np.array(source.matrix_world @ source.pose.bones[s].matrix, dtype=np.float64)
                 pose_bone = target.pose.bones[t]
@@ -133,13 +192,19 @@ def retarget(
                 )
                 local = to_target @ world
                 if t == root:
-                    local[:3, 3] = to_target[:3, :3] @ (
-                        tgt_rest[t][:3, 3] + scale * (src[:3, 3] - src_rest[s][:3, 3])
-                    )
-                    local[:3, 3] += to_target[:3, 3]
+                    travel = scale * (src[:3, 3] - src_rest[s][:3, 3])
+                    local[:3, 3] = to_target[:3, :3] @ (tgt_rest[t][:3, 3] + travel) + to_target[:3, 3]
                 else:  # rotation only: the head stays where the parent chain puts it
                     local[:3, 3] = np.array(pose_bone.head)
                 pose_bone.matrix = Matrix(local.tolist())
+            context.view_layer.update()
+        if pelvis is not None:
+            src = np.array(source.matrix_world @ source.pose.bones[mapping[root]].matrix, dtype=np.float64)
+            want = pelvis_rest + scale * (src[:3, 3] - src_rest[mapping[root]][:3, 3])
+            got = np.array(target.matrix_world @ target.pose.bones[pelvis].head, dtype=np.float64)
+            moved = np.array(target.pose.bones[root].matrix, dtype=np.float64)
+            moved[:3, 3] += to_target[:3, :3] @ (want - got)
+            target.pose.bones[root].matrix = Matrix(moved.tolist())
             context.view_layer.update()
         for t in order:
             pose_bone = target.pose.bones[t]

@@ -4,6 +4,9 @@ The whole bundle is read and validated here, before any Blender data is created,
 half-built import behind. The reader follows the contract in ``docs/formats.md``: it refuses a newer major
 version and accepts newer minor versions.
 
+Sequences: every frame names the run that wrote it (``run.id``, version 1.1); ``read_sequence`` refuses a sequence
+whose frames name different runs, so a half re-run folder is never imported as one take.
+
 Normals: version 1.1+ stores them in the OpenCV camera frame. Version 1.0 files hold the normal model's own
 OpenGL-frame output (x right, y up, z toward the viewer) under the label "opencv"; ``load_layers`` converts
 them (y and z negated) and the capture's ``notes`` say so, once per file or sequence, for the import report.
@@ -299,7 +302,8 @@ def read_capture(
         skeleton=skeleton,
         seg_classes=list(data.get("seg_classes") or []),
         metadata={
-            k: data.get(k) for k in ("version", "models", "pointmap_scale", "conventions", "image", "layers")
+            k: data.get(k)
+            for k in ("version", "models", "pointmap_scale", "conventions", "image", "layers", "run")
         },
         frame=int(frame) if isinstance(frame, int) else None,
         exr_path=exr_path,
@@ -351,10 +355,41 @@ def read_sequence(path: Path | str, *, read_pixels: bool = True, exr_backend: st
                 f"has {len(frames[0].keypoint_names)}; a sequence must use one keypoint set."
             )
         frames.append(capture)
+    _check_one_run(path, data, frames)
     name = path.name[: -len(".sequence.json")] if path.name.endswith(".sequence.json") else path.stem
     legacy = sum(1 for f in frames if f.legacy_normals)
     notes = [legacy_normals_note(path.name, legacy)] if legacy > 1 else [n for f in frames for n in f.notes]
     return Sequence(path=path, name=name, fps=fps, frames=frames, notes=notes)
+
+
+def run_id(data: dict[str, Any] | None) -> str | None:
+    """The run id a frame or index names (``run.id``); None for files written before runs were recorded (1.0)."""
+    run = (data or {}).get("run")
+    value = run.get("id") if isinstance(run, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _check_one_run(path: Path, index: dict[str, Any], frames: list[Capture]) -> None:
+    """Refuse a sequence whose frames come from different runs (a re-run or an interrupted run mixed them).
+
+    Frames and an index that name no run (version 1.0, older writers) are accepted, as long as none names one."""
+    index_run = run_id(index)
+    seen: dict[str | None, str] = {}
+    for capture in frames:
+        seen.setdefault(run_id(capture.metadata), capture.json_path.name)
+    if index_run is not None:
+        seen.setdefault(index_run, path.name)
+    if len(seen) <= 1:
+        return
+    shown = "; ".join(
+        f"{name} from {'an older writer (no run id)' if run is None else 'run ' + run}"
+        for run, name in list(seen.items())[:3]
+    )
+    raise BundleError(
+        f"{path.name}: the frames come from different runs ({shown}). The sequence was re-run or interrupted "
+        "part-way and mixes results; run it again with Sapiens2 Studio (an interrupted run completes with "
+        "--skip-existing) and import the new index."
+    )
 
 
 def read_any(

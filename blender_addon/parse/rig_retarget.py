@@ -13,24 +13,36 @@ import numpy as np
 from .rig_math import shortest_arc
 from .rig_names import PRESETS
 
-# Rigify's generated control rig (FK controls) for the canonical bones; the limbs must be switched to FK.
-RIGIFY_CONTROLS = {"hips": "torso", "spine2": "chest", "neck": "neck", "head": "head"}
+# Rigify's generated control rig (FK controls) for the canonical bones; the limbs must be switched to FK. The
+# spine's FK controls (``spine_fk*``, one per ORG bone, on top of torso/chest) hold what the smooth torso/chest
+# blend cannot: the capture's straight spine, which bends at its base where Rigify's blend bends evenly, so
+# without them the chest, and the shoulders on it, end up to 3.5 cm away from the capture's. Its tweak
+# controls hold each spine bone's twist (an ORG spine bone takes its roll from the tweak at its head, which
+# Rigify hangs on the bone below, so without them it twists with its lower neighbour: 10 deg off).
+RIGIFY_CONTROLS: dict[str, tuple[str, ...]] = {
+    "hips": ("torso", "spine_fk", "tweak_spine"),
+    "spine": ("spine_fk.001", "tweak_spine.001"),
+    "spine1": ("spine_fk.002", "tweak_spine.002"),
+    "spine2": ("chest", "spine_fk.003", "tweak_spine.003"),
+    "neck": ("neck",),
+    "head": ("head",),
+}
 for _s in ("L", "R"):
     RIGIFY_CONTROLS.update(
         {
-            f"clavicle.{_s}": f"shoulder.{_s}",
-            f"upper_arm.{_s}": f"upper_arm_fk.{_s}",
-            f"forearm.{_s}": f"forearm_fk.{_s}",
-            f"hand.{_s}": f"hand_fk.{_s}",
-            f"thigh.{_s}": f"thigh_fk.{_s}",
-            f"shin.{_s}": f"shin_fk.{_s}",
-            f"foot.{_s}": f"foot_fk.{_s}",
-            f"toe.{_s}": f"toe.{_s}",
+            f"clavicle.{_s}": (f"shoulder.{_s}",),
+            f"upper_arm.{_s}": (f"upper_arm_fk.{_s}",),
+            f"forearm.{_s}": (f"forearm_fk.{_s}",),
+            f"hand.{_s}": (f"hand_fk.{_s}",),
+            f"thigh.{_s}": (f"thigh_fk.{_s}",),
+            f"shin.{_s}": (f"shin_fk.{_s}",),
+            f"foot.{_s}": (f"foot_fk.{_s}",),
+            f"toe.{_s}": (f"toe.{_s}",),
         }
     )
     for _f in ("thumb", "index", "middle", "ring", "pinky"):
         for _k in (1, 2, 3):
-            RIGIFY_CONTROLS[f"{_f}{_k}.{_s}"] = PRESETS["RIGIFY"].name(f"{_f}{_k}.{_s}")
+            RIGIFY_CONTROLS[f"{_f}{_k}.{_s}"] = (PRESETS["RIGIFY"].name(f"{_f}{_k}.{_s}"),)
 RIGIFY_FK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 
 
@@ -41,10 +53,13 @@ def auto_mapping(canonical: list[str], source_names: list[str], target_names: li
     rigify_controls = "torso" in target and "upper_arm_fk.l" in target
     mapping = {}
     for c, source in zip(canonical, source_names):
-        candidates = (
-            [RIGIFY_CONTROLS.get(c, "")] if rigify_controls else [p.name(c) for p in PRESETS.values()]
-        )
-        for candidate in candidates:
+        if rigify_controls:  # every control of the bone that this Rigify version made
+            for control in RIGIFY_CONTROLS.get(c, ()):
+                hit = target.get(_plain(control))
+                if hit is not None and hit not in mapping:
+                    mapping[hit] = source
+            continue
+        for candidate in (p.name(c) for p in PRESETS.values()):
             hit = target.get(_plain(candidate))
             if hit is not None and hit not in mapping:
                 mapping[hit] = source

@@ -11,10 +11,22 @@ rotation, and the conventions for what keypoints cannot see:
   to the observed points;
 - arms and legs: the upper bone aimed at the observed elbow/knee, the lower one at the wrist/ankle from where
   the upper ends (not two-bone IK: near a straight limb IK turns millimetres of noise in the reach into
-  centimetres at the knee); elbow and knee are hinges about the bone's local X, the normal of the bend plane;
-  a nearly straight limb takes its bend plane from its parent instead of from noise; a hand's twist about the
-  forearm is moved into the forearm (pronation);
+  centimetres at the knee); elbow and knee are hinges about the bone's local X, the normal of the bend plane,
+  which is the upper bone's only view of its twist; a hand's twist about the forearm is moved into the
+  forearm (pronation);
 - fingers: each segment aimed at the next observed joint, no twist.
+
+Every observation is also filtered over time *in joint space* -- as the parent bone sees it -- with
+``rig_filters.smooth_track`` (a Whittaker smoother: exact for any motion quadratic in time, centred, no lag).
+Joint angles change far more slowly than world orientations (the world frame of a hand adds up the hips,
+spine, shoulder and elbow), so this averages several frames of noise without rounding real motion. It matters
+most for twists read from short side references: measured on the tests' ground truth at 1.5 mm noise, a hand's
+knuckle spread (6 cm) gives its twist 1.5 deg of noise per frame, and a 17 deg elbow bend puts the elbow 4 cm
+from the shoulder-wrist line, so 1.5 mm at the elbow turns the bend plane -- the upper arm's twist -- by 2 deg.
+The bend plane's frames are weighted by how bent the limb is (information ~ sin^2 of the bend), so a nearly
+straight frame borrows its twist from its better-bent neighbours, and a limb straight for long keeps its
+parent's twist. The first and last frames have neighbours on one side only, so they keep about twice the
+noise of the others (the limit of any estimator that does not round motion).
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .rig_filters import smooth_track
 from .rig_frames import hips_frame
 from .rig_keypoints import FINGER_WORD, KeypointIndex, body_names, finger_joint
 from .rig_math import (
@@ -37,8 +50,14 @@ from .rig_math import (
 )
 from .rig_skeleton import HAND_REST, HEAD_REST, SIDES, SOLE_REST, Measurements, RestPose, side_frame
 
-STRAIGHT_SIN = (np.sin(np.radians(2.0)), np.sin(np.radians(10.0)))  # limb bend: below -> parent's plane
-PLANE_SIGMA = 1.0  # frames: temporal averaging of a limb's bend plane
+# Stiffness of the joint-space filters (``smooth_track``; half-width ~ stiffness^(1/6) frames). Measured on the
+# tests' ground truth (tests/test_rig_solver.py): directions settle best at 100 (~2 frames), twists and
+# layouts at 300 (~2.6 frames); 10x stiffer rounds the truth's fastest turns by more than it removes noise.
+AIM_STIFFNESS = 100.0  # aimed bones' directions, and the hips' axes (world: the root has no parent)
+TWIST_STIFFNESS = 300.0  # spine twist and the limbs' bend-plane twist
+FIT_STIFFNESS = 300.0  # head, hand and foot layouts
+BEND_REFERENCE = np.sin(np.radians(30.0))  # a frame bent this much counts once in the bend-plane average
+STRAIGHT_SIN = np.sin(np.radians(1.0))  # below about this bend a limb keeps its parent's twist
 
 
 @dataclass
@@ -86,20 +105,41 @@ class _Solver:
     def set(self, bone: str, rotation: np.ndarray) -> None:
         self.rot[:, self.i(bone)] = rotation
 
+    def steady(self, parent: np.ndarray, vectors: np.ndarray, stiffness: float = AIM_STIFFNESS) -> np.ndarray:
+        """World vectors (T, ..., 3) filtered over time as ``parent`` (T, 3, 3) sees them, i.e. in joint space,
+        where they move slowly enough to average several frames without rounding real motion."""
+        local = np.einsum("tji,t...j->t...i", parent, vectors)
+        return np.einsum("tij,t...j->t...i", parent, smooth_track(local, stiffness=stiffness))
+
+    def parent_delta(self, bone: str) -> np.ndarray:
+        return self.delta(self.rest.parent[self.i(bone)])
+
     def aim(self, bone: str, target: np.ndarray) -> np.ndarray:
         """Swing the carried frame so the bone points at ``target`` (no twist); returns the new frame."""
-        head = self.place(bone)
-        carried = self.carried(bone)
-        frame = shortest_arc(carried[..., :, 1], target - head) @ carried
-        self.set(bone, frame)
-        return frame
+        return self.aim_all([bone], [target])[0]
+
+    def aim_all(self, bones: list[str], targets: list[np.ndarray]) -> list[np.ndarray]:
+        """``aim`` for bones that do not depend on each other (one finger segment of every finger), filtered
+        in one call."""
+        heads = [self.place(bone) for bone in bones]
+        parents = np.stack([self.parent_delta(bone) for bone in bones], axis=1)  # (T, n, 3, 3)
+        seen = np.stack([normalize(t - h) for t, h in zip(targets, heads)], axis=1)
+        local = smooth_track(np.einsum("tnji,tnj->tni", parents, seen), stiffness=AIM_STIFFNESS)
+        directions = np.einsum("tnij,tnj->tni", parents, local)
+        frames = []
+        for k, bone in enumerate(bones):
+            carried = self.carried(bone)
+            frames.append(shortest_arc(carried[..., :, 1], directions[:, k]) @ carried)
+            self.set(bone, frames[-1])
+        return frames
 
     def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray) -> None:
-        """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose."""
+        """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. The points'
+        offsets from their centre only turn with the part, so they are filtered as the parent bone sees them
+        (a wrist's flexion and pronation are slow; the hand's world orientation is not)."""
         b = self.i(bone)
-        # The points' offsets from their centre only turn with the part: averaging them over a few frames
-        # (centred, like the bend planes) steadies the fit without moving any joint.
-        offsets = _smooth_in_time(observed - observed.mean(axis=1, keepdims=True))
+        parent = self.delta(self.rest.parent[b])
+        offsets = self.steady(parent, observed - observed.mean(axis=1, keepdims=True), FIT_STIFFNESS)
         self.set(bone, kabsch(local, offsets) @ part_rest.T @ self.rest.frames[b])
 
     # --- body parts ----------------------------------------------------------------------------------------
@@ -110,11 +150,16 @@ class _Solver:
         neck = self.p("neck")
         self.heads[:, hips] = self.kp.pelvis(self.tracks)
         observed = hips_frame(self.p("left_hip"), self.p("right_hip"), neck)
-        self.set("hips", observed @ self.rest.frames[hips].T @ self.rest.frames[hips])
-        base = self.place("spine")
+        # The root has no parent: its axes are filtered in the world, hip line kept exact after filtering.
+        x, y = np.moveaxis(smooth_track(observed[..., :, :2], stiffness=AIM_STIFFNESS), -1, 0)
+        x = normalize(x)
+        y = normalize(reject(y, x))
+        self.set("hips", np.stack([x, y, np.cross(x, y)], axis=-1))
+        self.place("spine")
         straight = self.aim("spine", neck)
-        axis = normalize(neck - base)
-        twist = signed_angle(straight[..., :, 0], self.p("left_shoulder") - self.p("right_shoulder"), axis)
+        axis = straight[..., :, 1]
+        shoulders = self.p("left_shoulder") - self.p("right_shoulder")
+        twist = _steady_angle(signed_angle(straight[..., :, 0], shoulders, axis))
         for k, bone in enumerate(("spine", "spine1", "spine2"), start=1):
             self.place(bone)
             self.set(bone, axis_angle(axis, twist * k / 3.0) @ straight)
@@ -131,20 +176,29 @@ class _Solver:
         both hinge about the normal of the bend plane. Returns the lower bone's hinge-only frame."""
         start = self.place(upper)
         bend, goal = self.p(pole), self.p(target)
-        up_dir = normalize(bend - start)
-        elbow = start + self.m.lengths[upper.split(".")[0]] * up_dir
-        low_dir = normalize(goal - elbow)
-        observed = np.cross(up_dir, low_dir)
-        sine = np.linalg.norm(observed, axis=-1)
-        weight = np.clip((sine - STRAIGHT_SIN[0]) / (STRAIGHT_SIN[1] - STRAIGHT_SIN[0]), 0.0, 1.0)[:, None]
-        fallback = normalize(reject(self.carried(upper)[..., :, 0], up_dir))
-        normal = weight * normalize(observed) + (1 - weight) * fallback
-        # The bend plane is the only view of the upper bone's twist; near a straight limb millimetres of noise
-        # swing it, so it is averaged over a few frames (centred: no lag), weighted by how bent the limb is.
-        normal = normalize(reject(_smooth_in_time(normal * (sine[:, None] + 1e-3)), up_dir))
-        self.set(upper, np.stack([normal, up_dir, np.cross(normal, up_dir)], axis=-1))
+        length = self.m.lengths[upper.split(".")[0]]
+        seen_up = normalize(bend - start)
+        # The bend plane through the observed joints, not the filtered ones: near a straight limb a 1 mm shift
+        # of the elbow turns the plane by degrees, so a filtered (slightly rounded) elbow would bias the twist.
+        plane = np.cross(seen_up, normalize(goal - (start + length * seen_up)))
+        bent = np.linalg.norm(plane, axis=-1)
+        up_dir = normalize(self.steady(self.parent_delta(upper), seen_up))
+        carried = self.carried(upper)
+        swung = shortest_arc(carried[..., :, 1], up_dir) @ carried  # aimed, keeping the parent's twist
+        # The plane's normal as the swung bone sees it: (cos, sin) of the upper bone's own twist. Frames count
+        # by their information (~ sin^2 of the bend); a weak pull towards no twist decides when none is bent.
+        unit = normalize(plane)
+        seen = np.stack([np.sum(unit * swung[..., :, 0], -1), -np.sum(unit * swung[..., :, 2], -1)], -1)
+        weight = (bent / BEND_REFERENCE) ** 2
+        prior = (STRAIGHT_SIN / BEND_REFERENCE) ** 2
+        seen = (weight[:, None] * seen + prior * np.array([1.0, 0.0])) / (weight + prior)[:, None]
+        track = smooth_track(seen, weight + prior, stiffness=TWIST_STIFFNESS)
+        frame = swung @ rotation_y(np.arctan2(track[:, 1], track[:, 0]))
+        self.set(upper, frame)
         self.place(lower)
-        normal = normalize(reject(normal, low_dir))
+        low_dir = normalize(goal - (start + length * up_dir))
+        low_dir = normalize(self.steady(self.delta(self.i(upper)), low_dir))
+        normal = normalize(reject(frame[..., :, 0], low_dir))
         hinge = np.stack([normal, low_dir, np.cross(normal, low_dir)], axis=-1)
         self.set(lower, hinge)
         return hinge
@@ -163,9 +217,10 @@ class _Solver:
         carried = hinge @ self.rest.frames[self.i(f"forearm.{side}")].T @ self.rest.frames[hand]
         twist = twist_about_y(np.swapaxes(carried, -1, -2) @ self.rot[:, hand])
         self.set(f"forearm.{side}", hinge @ rotation_y(twist))
-        for finger in FINGER_WORD:
-            for segment in (1, 2, 3):
-                self.aim(f"{finger}{segment}.{side}", self.p(finger_joint(finger, segment + 1, side)))
+        for segment in (1, 2, 3):
+            bones = [f"{finger}{segment}.{side}" for finger in FINGER_WORD]
+            targets = [self.p(finger_joint(finger, segment + 1, side)) for finger in FINGER_WORD]
+            self.aim_all(bones, targets)
 
     def leg(self, side: str) -> None:
         n = body_names(side)
@@ -180,23 +235,10 @@ class _Solver:
                 self.set(child, self.carried(child))
 
 
-def _smooth_in_time(v: np.ndarray, sigma: float = PLANE_SIGMA) -> np.ndarray:
-    """Centred Gaussian average over frames (axis 0). Near the ends the window shrinks symmetrically, so a
-    steadily turning vector is not pulled back at the first and last frames."""
-    frames = v.shape[0]
-    radius = int(3 * sigma)
-    if frames < 3 or radius < 1:
-        return v
-    t = np.arange(frames)
-    reach = np.minimum(np.minimum(t, frames - 1 - t), radius)
-    out = np.zeros_like(v)
-    total = np.zeros((frames,) + (1,) * (v.ndim - 1))
-    for k in range(-radius, radius + 1):
-        use = np.abs(k) <= reach
-        w = np.exp(-0.5 * (k / sigma) ** 2) * use
-        out[use] += w[use].reshape(-1, *([1] * (v.ndim - 1))) * v[t[use] + k]
-        total[use] += w[use].reshape(-1, *([1] * (v.ndim - 1)))
-    return out / total
+def _steady_angle(angle: np.ndarray, stiffness: float = TWIST_STIFFNESS) -> np.ndarray:
+    """An angle track filtered as its (cos, sin) vector: no unwrapping, and a turn through 180 deg is fine."""
+    unit = smooth_track(np.stack([np.cos(angle), np.sin(angle)], axis=-1), stiffness=stiffness)
+    return np.arctan2(unit[:, 1], unit[:, 0])
 
 
 def solve(tracks: np.ndarray, kp: KeypointIndex, m: Measurements, rest: RestPose) -> Motion:

@@ -41,10 +41,12 @@ __all__ = [
     "CapturePerson",
     "LegacyNormalsWarning",
     "default_camera",
+    "dump_document",
     "frame_name",
     "metadata_tables",
     "read_bundle",
     "sanitize_name",
+    "stage_bundle",
     "write_bundle",
 ]
 
@@ -57,20 +59,32 @@ FORMAT_VERSION = "1.1"
 # signs are written out here; tests/test_normal_frame.py checks that they agree).
 _CANONICAL_NORMALS_SINCE = (1, 1)
 LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
-_LAYER_ORDER = ("rgba", "P", "N", "albedo", "seg", "mask", "alpha", "matte")
+# Layer (the JSON's `layers`) → its EXR channels, as written since 1.1. Every channel but the image's R, G, B, A and
+# the depth Z sits in a `layer.channel` layer, so OpenImageIO, Nuke and Blender list the layers by name; `Z` is the
+# standard depth channel name (OpenImageIO's z_channel, Blender's Depth pass). P.A marks the pixels that have a
+# point (1) or none (0; their P and Z are 0).
 # The matte is one EXR layer `matte` (R, G, B, A) as compositors expect it: colour pre-multiplied by alpha in
 # linear light. JSON layer "alpha" = its A alone; "matte" = the whole layer (the straight foreground is RGB / A).
+_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask", "alpha", "matte")
 _MATTE_EPS = 1.0 / 255.0  # = core.pipeline.postprocess.MATTE_EPS: at or below it the straight colour is 0
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
-    "P": ("P.X", "P.Y", "P.Z"),
+    "depth": ("Z",),
+    "P": ("P.X", "P.Y", "P.Z", "P.A"),
     "N": ("N.X", "N.Y", "N.Z"),
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
-    "seg": ("seg",),
-    "mask": ("mask",),
+    "seg": ("seg.id",),
+    "mask": ("mask.A",),
     "alpha": ("matte.A",),
     "matte": ("matte.R", "matte.G", "matte.B", "matte.A"),
 }
+# Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
+_SINCE_1_1 = frozenset({"P.A"})
+_CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
+# The JSON names of the layers whose channels were renamed in 1.1. A new name means a 1.0 reader skips the layer
+# it cannot find (and reads the rest of the file) instead of refusing the file; 1.0 files list "seg" / "mask".
+_JSON_LAYER_NAMES = {"seg": "segmentation", "mask": "person_mask"}
+_LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -158,6 +172,9 @@ class CaptureFrame:
     frame: int | None = None
     source_name: str | None = None
     checks: Any = None
+    # `run`: the run record of the writer's transaction (JSON object `run`, docs/formats.md §2.2: run id, tasks,
+    # files); readers use it to tell frames of different runs apart. None: not written (e.g. a version 1.0 file).
+    run: dict[str, Any] | None = None
     name: str | None = None  # set by read_bundle
     version: str = FORMAT_VERSION  # set by read_bundle (the file's version, before any conversion)
     notes: list[str] = field(default_factory=list)  # set by read_bundle
@@ -272,8 +289,11 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
             pts[..., 2:3] > 0
         )  # behind the camera = invalid
         pts = np.where(valid, pts, 0.0).astype(np.float32)
+        channels["Z"] = np.ascontiguousarray(pts[..., 2])  # 0 where no point: "zero is infinitely far"
+        layers.append("depth")
         for i, axis in enumerate("XYZ"):
             channels[f"P.{axis}"] = pts[..., i]
+        channels["P.A"] = valid[..., 0].astype(np.float16)
         layers.append("P")
     if frame.normals is not None:
         nrm = to_numpy(frame.normals).astype(np.float32)
@@ -290,12 +310,12 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg"] = seg.astype(np.float32)
+        channels["seg.id"] = seg.astype(np.float32)
         layers.append("seg")
     if frame.mask is not None:
         mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
         layers.append("mask")
     if frame.alpha is not None:
         _matte_channels(frame, channels, layers)
@@ -356,6 +376,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     ):
         raise BundleError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
     camera_json["source"] = str(camera.get("source", "user"))
+    if camera.get("reason"):
+        camera_json["reason"] = str(camera["reason"])
     people_json = []
     for person in people:
         entry: dict[str, Any] = {
@@ -382,7 +404,7 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         "image": {"width": int(frame.width), "height": int(frame.height), "source": source},
         "camera": camera_json,
         "conventions": dict(_CONVENTIONS),
-        "layers": layers,
+        "layers": [_JSON_LAYER_NAMES.get(layer, layer) for layer in layers],
         "models": [
             {
                 "task": str(m.get("task")),
@@ -400,7 +422,24 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     }
     if checks is not None:
         doc["checks"] = checks
+    if frame.run is not None:
+        doc["run"] = _strict_object("run", frame.run)
     return doc
+
+
+def _strict_object(field_name: str, value: Any) -> dict[str, Any]:
+    """A mapping as strict JSON data (no NaN), or a BundleError naming the field."""
+    if not isinstance(value, Mapping):
+        raise BundleError(f"CaptureFrame.{field_name} must be a mapping, got {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"CaptureFrame.{field_name} is not JSON data ({exc})") from exc
+
+
+def dump_document(doc: Mapping[str, Any]) -> str:
+    """A bundle JSON document as text: compact, UTF-8, and never NaN (invalid JSON; writers store null instead)."""
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
@@ -417,6 +456,20 @@ def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     return people
 
 
+def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame) -> dict[str, Any]:
+    """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
+
+    The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
+    EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames."""
+    if frame.width <= 0 or frame.height <= 0:
+        raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+    channels, layers = _exr_channels(frame)
+    people = _prepare_people(frame)
+    doc = _frame_json(frame, sanitize_name(name), people, layers)
+    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION})
+    return doc
+
+
 def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
     """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
     if frame.width <= 0 or frame.height <= 0:
@@ -424,17 +477,12 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
     base = sanitize_name(name)
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
-    channels, layers = _exr_channels(frame)
-    people = _prepare_people(frame)
-    doc = _frame_json(frame, base, people, layers)
     exr_path, json_path = out_dir / f"{base}.exr", out_dir / f"{base}.json"
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
-        tmp_json.write_text(
-            json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
-        )
+        doc = stage_bundle(tmp_exr, base, frame)
+        tmp_json.write_text(dump_document(doc), encoding="utf-8")
         remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)
         os.replace(tmp_json, json_path)
@@ -450,6 +498,21 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
 
 def _stack(channels: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
     return np.stack([channels[n].astype(np.float32) for n in names], axis=-1)
+
+
+def _layer_channels(channels: Mapping[str, np.ndarray], layer: str) -> tuple[list[str], list[str]]:
+    """(the file's names for the channels of `layer`, the channels it lacks): 1.1 names, else 1.0 names; the
+    channels added in 1.1 are not required."""
+    found, missing = [], []
+    for name in _LAYER_CHANNELS.get(layer, ()):
+        old = _CHANNELS_1_0.get(name)
+        if name in channels:
+            found.append(name)
+        elif old is not None and old in channels:
+            found.append(old)
+        elif name not in _SINCE_1_1:
+            missing.append(name)
+    return found, missing
 
 
 def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
@@ -510,7 +573,7 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     try:
         width, height = int(doc["image"]["width"]), int(doc["image"]["height"])
         exr_name = str(doc["exr"])
-        layers = [str(x) for x in doc.get("layers", [])]
+        layers = [_LAYER_FROM_JSON.get(str(x), str(x)) for x in doc.get("layers", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{path}: missing or malformed field ({exc})") from exc
     if Path(exr_name).name != exr_name or exr_name in ("", ".", ".."):
@@ -527,8 +590,9 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
             raise BundleError(
                 f"{exr_path}: channel {name!r} is {arr.shape[1]}x{arr.shape[0]}, JSON says {width}x{height}"
             )
+    names = {layer: _layer_channels(channels, layer)[0] for layer in layers}
     for layer in layers:
-        missing = [c for c in _LAYER_CHANNELS.get(layer, ()) if c not in channels]
+        missing = _layer_channels(channels, layer)[1]
         if missing:
             raise BundleError(
                 f"{exr_path}: layer {layer!r} is listed in the JSON but channels {missing} are missing"
@@ -537,7 +601,7 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if "rgba" in layers:
         frame.image = linear_to_srgb(_stack(channels, ("R", "G", "B")))
     if "P" in layers:
-        frame.points = _stack(channels, _LAYER_CHANNELS["P"])
+        frame.points = _stack(channels, names["P"][:3])
     if "N" in layers:
         frame.normals = _stack(channels, _LAYER_CHANNELS["N"])
         if _legacy_normals(path, doc, version):
@@ -548,9 +612,9 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if "albedo" in layers:
         frame.albedo = linear_to_srgb(_stack(channels, _LAYER_CHANNELS["albedo"]))
     if "seg" in layers:
-        frame.seg = np.rint(channels["seg"]).astype(np.int64)
+        frame.seg = np.rint(channels[names["seg"][0]]).astype(np.int64)
     if "mask" in layers:
-        frame.mask = channels["mask"].astype(np.float32)
+        frame.mask = channels[names["mask"][0]].astype(np.float32)
     if "alpha" in layers or "matte" in layers:
         frame.alpha = channels["matte.A"].astype(np.float32)
     if "matte" in layers:
@@ -565,4 +629,8 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if checks is not None and not isinstance(checks, dict):
         raise BundleError(f"{path}: 'checks' must be a JSON object when present")
     frame.checks = checks
+    run = doc.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise BundleError(f"{path}: 'run' must be a JSON object when present")
+    frame.run = run
     return frame

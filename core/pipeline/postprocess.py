@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..formats.bundle import default_camera
 from ..shading.conventions import model_to_canonical
 from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
@@ -113,6 +114,14 @@ class Intrinsics:
 
     def as_tuple(self) -> tuple[float, float, float, float]:
         return (self.fx, self.fy, self.cx, self.cy)
+
+
+def default_intrinsics(width: int, height: int) -> Intrinsics:
+    """The default camera rule (docs/formats.md), used where no focal length is known: fx = fy = 1.2·max(W, H),
+    principal point at the image centre. It is the capture bundle's `default_camera`, so the Python API and the
+    files agree."""
+    camera = default_camera(width, height)
+    return Intrinsics(camera["fx"], camera["fy"], camera["cx"], camera["cy"])
 
 
 def pointmap_intrinsics(

@@ -9,6 +9,7 @@ Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (
     albedo_to_image,
+    default_intrinsics,
     normals_to_image,
     pointmap_intrinsics,
     pointmap_to_image,
@@ -102,8 +104,9 @@ def predict_seg(
             logits = _forward(model, batch, should_stop).to(torch.float32)
             for j, p in enumerate(prepared):
                 labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
+                bad = int((~torch.isfinite(logits[j])).sum())
                 results.append(
-                    SegResult(labels.to(output_device), None if full is None else full.to(output_device))
+                    SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
                 )
             if progress is not None:
                 progress(len(results), len(source))
@@ -202,8 +205,11 @@ def predict_pointmap(
         s = scale[j : j + 1].to(torch.float32)
         xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
         value = float(s.reshape(-1)[0])
-        intr = pointmap_intrinsics(value, layout).as_tuple() if value > 0 else (float("nan"),) * 4
-        return PointmapResult(xyz, value, intr, None)  # type: ignore[arg-type]
+        if value > 0 and math.isfinite(value):
+            return PointmapResult(xyz, value, pointmap_intrinsics(value, layout).as_tuple(), None)  # type: ignore[arg-type]
+        reason = "pointmap scale ≤ 0" if value <= 0 else "pointmap scale not finite"
+        intr = default_intrinsics(*layout.image_size).as_tuple()
+        return PointmapResult(xyz, value, intr, None, f"default ({reason})")  # type: ignore[arg-type]
 
     options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
     return _predict_dense(model, images, "pointmap", options, seg, output_device, build)

@@ -51,6 +51,9 @@ class PoseResult:
 class SegResult:
     labels: Tensor  # (H, W) int64 class ids 0..28
     logits: Tensor | None = None  # (29, H, W) float32 when requested
+    nonfinite: int = (
+        0  # NaN/inf values in the network's logits (labels cannot show them: argmax picks one anyway)
+    )
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -83,6 +86,9 @@ class PointmapResult:
     scale: float  # the predicted canonical scale (metric = canonical / scale)
     intrinsics: tuple[float, float, float, float]  # (fx, fy, cx, cy) in original-image pixels
     mask: Tensor | None = None
+    # "pointmap": implied by the predicted scale; otherwise "default (…reason…)": a scale ≤ 0 or not finite gives no
+    # focal length, and `intrinsics` follow the default camera rule (fx = fy = 1.2·max(W, H), image centre).
+    intrinsics_source: str = "pointmap"
 
     @property
     def depth(self) -> Tensor:

@@ -132,6 +132,22 @@ class KeypointSmoother:
                 self._next_id += 1
         return [int(i) for i in ids]  # type: ignore[arg-type]
 
+    def prime(self, people: Sequence[PersonPose], next_id: int = 0) -> None:
+        """Continue from people that did not come through this smoother (a resumed run's last committed frame):
+        their tracks, boxes and keypoints become the state, so track ids carry on. The filter's speed starts at 0
+        (it is not stored), so smoothing after a resume may differ slightly from an uninterrupted run."""
+        self.tracks = {}
+        for person in people:
+            if person.track_id is None:
+                continue
+            filt = OneEuroFilter(**self.options)
+            kp = np.asarray(person.keypoints, dtype=np.float64)
+            low = ~np.isfinite(kp).all(axis=1) | (kp[:, 2] < self.min_score)
+            filt.x = np.where(low[:, None], np.nan, kp[:, :2])
+            filt.dx = np.zeros_like(filt.x)
+            self.tracks[int(person.track_id)] = (filt, tuple(float(v) for v in person.bbox), 0)
+        self._next_id = max([next_id, self._next_id, *(t + 1 for t in self.tracks)])
+
     def update(self, result: PoseResult) -> PoseResult:
         ids = self._assign(result.people)
         people = []

@@ -7,7 +7,7 @@ same photo and checkpoints give the same file everywhere. Rules (docs/formats.md
 - pointmap points outside the person mask are not stored (invalid), as in the official demo, and 3D keypoints
   are sampled from the stored points only;
 - the camera comes from the pointmap's intrinsics when the predicted scale gives a valid focal length, else the
-  default camera (its `source` says which);
+  default camera (its `source` says which, and `reason` why a pointmap gave none);
 - model records are listed in the run order of the catalogue.
 """
 
@@ -65,12 +65,21 @@ def _result_size(result: Any) -> tuple[int, int]:
 
 
 def _camera(pointmap: Any, width: int, height: int) -> dict[str, Any]:
-    """Pinhole camera from the pointmap's intrinsics; the default camera where the scale gave none."""
-    if pointmap is not None:
-        fx, fy, cx, cy = (float(v) for v in np.asarray(pointmap.intrinsics, dtype=np.float64).reshape(-1)[:4])
-        if np.isfinite([fx, fy, cx, cy]).all() and fx > 0 and fy > 0:
-            return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
-    return default_camera(width, height)
+    """The camera a frame records — the one place that decides it: the pointmap's intrinsics when its scale gave a
+    valid focal length, else the default camera, with `reason` saying why when a pointmap was there (a scale ≤ 0
+    or not finite; the predictor's `intrinsics_source` names it)."""
+    if pointmap is None:
+        return default_camera(width, height)
+    fx, fy, cx, cy = (float(v) for v in np.asarray(pointmap.intrinsics, dtype=np.float64).reshape(-1)[:4])
+    source = str(getattr(pointmap, "intrinsics_source", "pointmap"))
+    if source == "pointmap" and np.isfinite([fx, fy, cx, cy]).all() and fx > 0 and fy > 0:
+        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
+    camera = default_camera(width, height)
+    if source.startswith("default (") and source.endswith(")"):
+        camera["reason"] = source[len("default (") : -1]
+    else:
+        camera["reason"] = "the pointmap's intrinsics are not a valid camera"
+    return camera
 
 
 def model_records(batches: Mapping[str, TaskBatch | None]) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
-"""Render poses as images: OpenPose-style skeletons from POSE_KEYPOINT frames (what ControlNet OpenPose models were
-trained on), the full Sapiens2 308-keypoint skeleton from raw results, and the CLI's pose preview. Pillow only.
+"""Render poses as images: OpenPose skeletons from POSE_KEYPOINT frames (what ControlNet OpenPose models were
+trained on; `openpose_render`), the full Sapiens2 308-keypoint skeleton from raw results (Pillow), and the CLI's
+pose preview.
 """
 
 from __future__ import annotations
 
-import colorsys
 from typing import Any
 
 import numpy as np
@@ -15,41 +15,12 @@ from ..data import keypoints308
 from ..formats.arrays import to_numpy
 from .batches import TaskBatch, check_batch_count, check_image, place, require_batch
 from .errors import StudioError
+from .openpose_render import JOINT_RADIUS, STICK_WIDTH, draw_frame
 from .previews import to_uint8
-
-# OpenPose COCO-18 limbs (0-based) and their standard colours, as drawn by the OpenPose/ControlNet annotators.
-OPENPOSE_LIMBS = (
-    (1, 2), (1, 5), (2, 3), (3, 4), (5, 6), (6, 7), (1, 8), (8, 9), (9, 10),
-    (1, 11), (11, 12), (12, 13), (1, 0), (0, 14), (14, 16), (0, 15), (15, 17),
-)  # fmt: skip
-OPENPOSE_COLORS = (
-    (255, 0, 0), (255, 85, 0), (255, 170, 0), (255, 255, 0), (170, 255, 0), (85, 255, 0), (0, 255, 0),
-    (0, 255, 85), (0, 255, 170), (0, 255, 255), (0, 170, 255), (0, 85, 255), (0, 0, 255), (85, 0, 255),
-    (170, 0, 255), (255, 0, 255), (255, 0, 170), (255, 0, 85),
-)  # fmt: skip
-HAND_EDGES = tuple((0 if j % 4 == 0 else j, j + 1) for j in range(20))
-FEET_LINKS = ((13, 0), (13, 1), (13, 2), (10, 3), (10, 4), (10, 5))  # ankle -> big toe, small toe, heel
 
 
 def keypoint_metadata() -> dict[str, Any]:
     return keypoints308()
-
-
-def _triples(flat: Any) -> np.ndarray | None:
-    if not flat:
-        return None
-    arr = np.asarray(flat, dtype=np.float32).reshape(-1, 3)
-    return arr
-
-
-def _scale_if_normalised(points: np.ndarray, width: int, height: int) -> np.ndarray:
-    """controlnet_aux's OpenPose preprocessor emits 0..1 coordinates; everything else emits pixels."""
-    pts = points.copy()
-    visible = pts[:, 2] > 0
-    if visible.any() and np.all(np.abs(pts[visible, :2]) <= 1.0):
-        pts[:, 0] *= width
-        pts[:, 1] *= height
-    return pts
 
 
 def _limb(draw: ImageDraw.ImageDraw, a: np.ndarray, b: np.ndarray, color, width: int) -> None:
@@ -70,48 +41,27 @@ def draw_openpose_frame(
     body: bool = True,
     hands: bool = True,
     face: bool = True,
-    feet: bool = True,
-    stick_width: int = 4,
-    point_radius: int = 4,
+    feet: bool = False,
+    stick_width: int = STICK_WIDTH,
+    point_radius: int = JOINT_RADIUS,
     threshold: float = 0.3,
 ) -> Image.Image:
-    """Draw one POSE_KEYPOINT frame (flat x, y, c triples per part) onto ``canvas``."""
-    width, height = canvas.size
-    draw = ImageDraw.Draw(canvas)
-    for person in frame.get("people", []):
-        pose = _triples(person.get("pose_keypoints_2d"))
-        if body and pose is not None:
-            pose = _scale_if_normalised(pose, width, height)
-            for (i, j), color in zip(OPENPOSE_LIMBS, OPENPOSE_COLORS):
-                if i < len(pose) and j < len(pose) and pose[i, 2] >= threshold and pose[j, 2] >= threshold:
-                    _limb(draw, pose[i], pose[j], [int(c * 0.6) for c in color], stick_width)
-            for k, p in enumerate(pose[:18]):
-                if p[2] >= threshold:
-                    _dot(draw, p, OPENPOSE_COLORS[k], point_radius)
-            foot = _triples(person.get("foot_keypoints_2d"))
-            if feet and foot is not None and len(pose) >= 14:
-                foot = _scale_if_normalised(foot, width, height)
-                for a, b in FEET_LINKS:
-                    if pose[a, 2] >= threshold and foot[b, 2] >= threshold:
-                        _limb(draw, pose[a], foot[b], (170, 170, 0), max(1, stick_width // 2))
-        for key in ("hand_left_keypoints_2d", "hand_right_keypoints_2d"):
-            hand = _triples(person.get(key))
-            if not hands or hand is None:
-                continue
-            hand = _scale_if_normalised(hand, width, height)
-            for e, (i, j) in enumerate(HAND_EDGES):
-                if hand[i, 2] >= threshold and hand[j, 2] >= threshold:
-                    rgb = colorsys.hsv_to_rgb(e / len(HAND_EDGES), 1.0, 1.0)
-                    _limb(draw, hand[i], hand[j], [int(c * 255) for c in rgb], max(1, stick_width // 2))
-            for p in hand:
-                if p[2] >= threshold:
-                    _dot(draw, p, (0, 0, 255), max(1, point_radius // 2))
-        face_pts = _triples(person.get("face_keypoints_2d"))
-        if face and face_pts is not None:
-            face_pts = _scale_if_normalised(face_pts, width, height)
-            for p in face_pts:
-                if p[2] >= threshold:
-                    _dot(draw, p, (255, 255, 255), max(1, point_radius // 2))
+    """Draw one POSE_KEYPOINT frame (flat x, y, c triples per part) onto ``canvas`` the way ControlNet-OpenPose
+    models saw their training images (`openpose_render`); feet only when asked (no OpenPose ControlNet knows
+    them)."""
+    pixels = np.array(canvas.convert("RGB"), dtype=np.uint8)
+    draw_frame(
+        pixels,
+        frame,
+        body=body,
+        hands=hands,
+        face=face,
+        feet=feet,
+        stick_width=stick_width,
+        point_radius=point_radius,
+        threshold=threshold,
+    )
+    canvas.paste(Image.fromarray(pixels))
     return canvas
 
 
@@ -190,6 +140,7 @@ def render_poses(
     body: bool = True,
     hands: bool = True,
     face: bool = True,
+    feet: bool = False,
     stick_width: int = 4,
     point_radius: int = 4,
     threshold: float = 0.3,
@@ -197,7 +148,8 @@ def render_poses(
 ) -> torch.Tensor:
     """Draw raw 308-keypoint poses (preferred when given) or POSE_KEYPOINT frames; (B, H, W, 3) float image.
 
-    A single pose or a single background serves every frame; other counts must match."""
+    A single pose or a single background serves every frame; other counts must match. `feet` draws the
+    POSE_KEYPOINT frames' foot points (the raw skeleton always has its feet)."""
     background = to_numpy(check_image(image, where)) if image is not None else None
     style = {
         "body": body,
@@ -225,7 +177,7 @@ def render_poses(
             frame = keypoints[min(i, len(keypoints) - 1)]
             w, h = _canvas_size(frame, background, where)
             canvas = blank_canvas(w, h, _background(background, i, w, h, where))
-            draw_openpose_frame(frame, canvas, threshold=threshold, **style)
+            draw_openpose_frame(frame, canvas, threshold=threshold, feet=feet, **style)
             frames.append(to_float_image(canvas))
     else:
         raise StudioError(

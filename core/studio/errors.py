@@ -19,3 +19,7 @@ class OutputError(StudioError):
 
 class OutOfMemoryError(StudioError):
     """Even one image per forward pass does not fit in the device's memory."""
+
+
+class NonFiniteOutputError(StudioError):
+    """A model returned NaN/inf for a frame and the job was asked to refuse such frames."""

@@ -21,6 +21,7 @@ from ..pipeline.results import PoseResult
 from .batches import TaskBatch, place, require_batch
 from .chunking import run_chunked
 from .errors import StudioError
+from .finite import report_nonfinite
 from .host import Host
 from .models import LoadedModel
 
@@ -146,6 +147,7 @@ def run_tasks(
     batches = {task: TaskBatch(task, [r[task] for r in per_image], models[task].record()) for task in order}
     if "pose" in batches:
         report_pose_warnings(batches["pose"], host, where, labels)
+    report_nonfinite(batches, host, where, labels)
     return batches
 
 

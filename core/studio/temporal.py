@@ -7,7 +7,8 @@ order, and gets the same numbers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..pipeline.temporal import KeypointSmoother, rescale_pointmap
 from .batches import TaskBatch
@@ -38,6 +39,13 @@ class SequenceSmoother:
             self.scale = raw if self.scale is None else self.scale + self.scale_alpha * (raw - self.scale)
             results["pointmap"] = rescale_pointmap(pointmap, self.scale)  # type: ignore[arg-type]
         return results
+
+    def prime(self, people: Sequence[Any], scale: float | None, next_id: int = 0) -> None:
+        """Continue after frames that were not computed by this smoother (verified frames a resumed run kept):
+        tracking starts from the last committed frame's people, the scale average from its scale."""
+        self.keypoints.prime(people, next_id)
+        if scale is not None and scale > 0:
+            self.scale = float(scale)
 
     def apply(self, batches: Mapping[str, TaskBatch]) -> None:
         """Run every image of a chunk of consecutive frames through the pass, in place."""

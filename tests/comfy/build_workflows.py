@@ -172,8 +172,8 @@ def pose(g) -> None:
         "2. " + MODELS_HELP + "\n"
         "3. The seg model finds the people (one box per person). You can instead connect person boxes\n"
         "   (BOUNDING_BOX, e.g. from RT-DETR) to 'bboxes'.\n"
-        "4. Use the skeleton image with an OpenPose ControlNet. For controlnet_aux's render/edit nodes set\n"
-        "   keypoint_format to 'controlnet_aux'."
+        "4. Use the skeleton image with an OpenPose ControlNet. The keypoints (openpose format) also feed\n"
+        "   controlnet_aux's render/edit nodes and ComfyUI's SDPose nodes."
     )
     image = g.node("LoadImage", image=IMAGE)
     pose_model = loader(g, "pose", "Load Sapiens2 pose")

@@ -32,7 +32,7 @@ EXPECTED = {
     "Sapiens2DrawPose": (
         {"keypoints": "POSE_KEYPOINT", "pose": "SAPIENS2_POSE", "image": IMG, "draw_body": "BOOLEAN",
          "draw_hands": "BOOLEAN", "draw_face": "BOOLEAN", "stick_width": "INT", "point_radius": "INT",
-         "score_threshold": "FLOAT"},
+         "score_threshold": "FLOAT", "draw_feet": "BOOLEAN"},
         [IMG],
     ),
     "Sapiens2Segment": ({"model": M, "image": IMG, "chunk_size": "INT"}, ["SAPIENS2_SEG", IMG, MASK]),

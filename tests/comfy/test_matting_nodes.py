@@ -137,7 +137,7 @@ def test_relight_with_the_matte_and_the_bundle_with_its_layer(client, chain, com
     relative = text.split("saved ", 1)[1].split(" (", 1)[0]
     frame = read_bundle(comfy_server.base / "output" / relative)
     assert json.loads((comfy_server.base / "output" / relative).read_text())["layers"] == [
-        "rgba", "seg", "mask", "alpha", "matte",
+        "rgba", "segmentation", "person_mask", "alpha", "matte",
     ]  # fmt: skip
     assert np.abs(frame.alpha - ALPHA).max() < 2.5e-4
     assert np.abs(frame.foreground - STRAIGHT.astype(np.float32)).max() < 1e-3

@@ -3,7 +3,8 @@
 The truth body (``tests/blender/rig_truth.py``) is built and keyed here as a Blender armature; its joints, as
 Blender poses them, are checked against the keypoints that were written into the ``rigtruth`` bundle (with
 1.5 mm noise and 5 % dropped joints). Importing that bundle with *Humanoid Rig* must give back the truth's
-joints within 1 cm and its body and limb rotations within 3°, with constant bone lengths.
+joints within 1 cm and its body and limb rotations within 3° (maximum over the frames), with constant bone
+lengths.
 """
 
 from __future__ import annotations
@@ -111,18 +112,28 @@ def test_blender_poses_the_truth_body_like_the_written_keypoints(truth_data, sol
 
 
 def test_rig_joints_within_1cm_and_rotations_within_3_degrees(solved):
+    """The maximum over every frame: joints within 1 cm; body and limb rotations within 3 deg on every frame
+    with neighbours on both sides (the first and last frame are filtered from one side only: within 4.5 deg,
+    see tests/test_rig_solver.py for the measured spread over noise draws)."""
     (t_heads, t_tails, t_rot), (r_heads, r_tails, r_rot) = solved["truth"], solved["rig"]
     joints = np.concatenate(
         [np.linalg.norm(r_heads - t_heads, axis=-1), np.linalg.norm(r_tails - t_tails, axis=-1)], 1
     )
-    body = [b for b, n in enumerate(solved["rest"].names) if not n.startswith(FINGER)]
-    angles = _angle(t_rot[:, body], r_rot[:, body])
+    names = solved["rest"].names
+    body = [b for b, n in enumerate(names) if not n.startswith(FINGER)]
+    fingers = [b for b, n in enumerate(names) if n.startswith(FINGER)]
+    angles = _angle(t_rot, r_rot)
+    inner = angles[1:-1]
     print(f"joints cm: mean {100 * joints.mean():.3f} p99 {100 * np.percentile(joints, 99):.3f} max "
-          f"{100 * joints.max():.3f}; body/limb rotation deg: mean {angles.mean():.2f} "
-          f"p99 {np.percentile(angles, 99):.2f} max {angles.max():.2f}")  # fmt: skip
+          f"{100 * joints.max():.3f}; body/limb rotation deg: mean {angles[:, body].mean():.2f} "
+          f"p99 {np.percentile(angles[:, body], 99):.2f} max {inner[:, body].max():.2f} "
+          f"(first/last frame {angles[[0, -1]][:, body].max():.2f}); fingers mean {angles[:, fingers].mean():.2f} "
+          f"p99 {np.percentile(angles[:, fingers], 99):.2f} max {angles[:, fingers].max():.2f}")  # fmt: skip
+    worst = np.argsort(-inner[:, body].max(axis=0))[:4]
+    print("worst bones:", ", ".join(f"{names[body[b]]} {inner[:, body[b]].max():.2f}" for b in worst))
     assert joints.max() < 0.01
-    assert np.percentile(angles, 99) < 3.0
-    assert angles.mean(axis=0).max() < 3.0
+    assert inner[:, body].max() < 3.0
+    assert angles[:, body].max() < 4.5
 
 
 def test_bone_lengths_stay_constant(solved):
