@@ -82,17 +82,27 @@ def test_seg_and_matting_write_alpha_and_cutout_previews_and_the_matte_layer(cap
     )  # the seg's, not alpha's
 
 
-def test_matting_alone_masks_by_alpha_and_no_previews_leaves_only_the_bundle(capsys, home, photo, tmp_path):
+def test_matting_alone_masks_by_alpha_and_is_carried_over_by_a_rerun_of_another_task(
+    capsys, home, photo, tmp_path
+):
     out = tmp_path / "out"
     rc, err = _run(capsys, home, out, photo, "--tasks", "matting", "--no-previews")
     assert rc == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["person.exr", "person.json"]
     frame = read_bundle(out / "person.json")
     assert frame.mask.min() == 1.0  # alpha 0.62 >= 0.5 everywhere: all person
-    rc, err = _run(
-        capsys, home, out, photo, "--tasks", "seg"
-    )  # a re-run without matting: no stale matte files
-    assert rc == 0 and read_bundle(out / "person.json").alpha is None
+    # A re-run of another task keeps the matte (carried over from the verified bundle, previews redrawn) ...
+    rc, err = _run(capsys, home, out, photo, "--tasks", "seg")
+    carried = read_bundle(out / "person.json")
+    assert rc == 0, err
+    assert np.array_equal(carried.alpha, frame.alpha) and np.array_equal(carried.foreground, frame.foreground)
+    assert [m["task"] for m in carried.models] == ["seg", "matting"]
+    assert (out / "person.alpha.png").is_file() and (out / "person.foreground.png").is_file()
+    # ... and --clean leaves only this run's tasks: no matte layer, no stale matte previews.
+    rc, err = _run(capsys, home, out, photo, "--tasks", "seg", "--clean")
+    assert rc == 0, err
+    assert read_bundle(out / "person.json").alpha is None
+    assert not (out / "person.alpha.png").exists() and not (out / "person.foreground.png").exists()
 
 
 def test_a_forced_size_matting_was_never_released_at_fails_first(capsys, home, photo, tmp_path):

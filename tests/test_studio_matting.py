@@ -276,3 +276,18 @@ def test_relight_with_the_matte_alpha_and_straight_foreground() -> None:
 
 def test_catalogue_matting_is_released_only_at_1b() -> None:
     assert catalogue.RELEASED["matting"] == ("1b",) and catalogue.default_size("matting") == "1b"
+
+
+def test_a_nan_matte_is_caught_like_the_other_tasks() -> None:
+    from sapiens2_studio.core.studio.finite import nonfinite_count
+
+    alpha = torch.full((4, 4), 0.5)
+    alpha[1, 2] = float("nan")
+    result = MattingResult(alpha, torch.zeros(4, 4, 3), torch.zeros(4, 4, 3))
+    assert nonfinite_count("matting", result) == 1
+    assert (
+        nonfinite_count(
+            "matting", MattingResult(torch.zeros(4, 4), torch.zeros(4, 4, 3), torch.zeros(4, 4, 3))
+        )
+        == 0
+    )
