@@ -6,7 +6,14 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
+from ..core.catalogue import (
+    DEFAULT_SIZE,
+    DEFAULT_TASKS,
+    PRETRAIN,
+    TASK_LABELS,
+    TASK_SIZES_RELEASED,
+    default_size,
+)
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
 
@@ -55,8 +62,18 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Which models run, where and how: shared by `predict` and `check`."""
-    p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
-    p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
+    p.add_argument(
+        "--tasks",
+        default=",".join(DEFAULT_TASKS),
+        help="comma list of: " + ",".join(TASKS) + f" (default {','.join(DEFAULT_TASKS)})",
+    )
+    own_sizes = ", ".join(f"{t} {default_size(t)}" for t in TASKS if default_size(t) != DEFAULT_SIZE)
+    p.add_argument(
+        "--size",
+        default=None,
+        choices=SIZES,
+        help=f"model size of every official checkpoint (default: each task's own: {DEFAULT_SIZE}, {own_sizes})",
+    )
     p.add_argument(
         "--checkpoint",
         action="append",
@@ -85,8 +102,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapiens2",
-        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
-        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+        description="Sapiens2 human-vision models: "
+        + ", ".join(TASK_LABELS[t] for t in TASKS)
+        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -1,8 +1,9 @@
 """Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
 
-Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks`. Version
-1.0 files (written before the normal models' frame was settled) hold the model's raw OpenGL-frame normals
-under the label "opencv"; the reader converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
+Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks` and the
+matting layer (`matte.R/G/B/A`; a file without it reads with no alpha). Version 1.0 files (written before the
+normal models' frame was settled) hold the model's raw OpenGL-frame normals under the label "opencv"; the reader
+converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
 
 The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
 strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
@@ -62,7 +63,10 @@ LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
 # the depth Z sits in a `layer.channel` layer, so OpenImageIO, Nuke and Blender list the layers by name; `Z` is the
 # standard depth channel name (OpenImageIO's z_channel, Blender's Depth pass). P.A marks the pixels that have a
 # point (1) or none (0; their P and Z are 0).
-_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask")
+# The matte is one EXR layer `matte` (R, G, B, A) as compositors expect it: colour pre-multiplied by alpha in
+# linear light. JSON layer "alpha" = its A alone; "matte" = the whole layer (the straight foreground is RGB / A).
+_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask", "alpha", "matte")
+_MATTE_EPS = 1.0 / 255.0  # = core.pipeline.postprocess.MATTE_EPS: at or below it the straight colour is 0
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
     "depth": ("Z",),
@@ -71,6 +75,8 @@ _LAYER_CHANNELS = {
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
     "seg": ("seg.id",),
     "mask": ("mask.A",),
+    "alpha": ("matte.A",),
+    "matte": ("matte.R", "matte.G", "matte.B", "matte.A"),
 }
 # Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
 _SINCE_1_1 = frozenset({"P.A"})
@@ -143,6 +149,8 @@ class CaptureFrame:
 
     `image` and `albedo` are sRGB-encoded 0..1 (float) or uint8; points are metric OpenCV-frame XYZ;
     normals are unit OpenCV-frame vectors (the canonical frame); seg holds class ids; mask is 0..1.
+    `alpha` is the matting model's soft alpha (0..1) and `foreground` its straight (un-premultiplied) colour,
+    sRGB-encoded like `image`; a foreground needs its alpha (the EXR stores them pre-multiplied, see above).
     `checks`: the cross-task geometry report (`core.studio.checks.GeometryReport` or its `to_dict()`), stored
     as the JSON's `checks` object when given. `notes`: what the reader did to bring an older file up to date.
     """
@@ -155,6 +163,8 @@ class CaptureFrame:
     albedo: np.ndarray | None = None
     seg: np.ndarray | None = None
     mask: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    foreground: np.ndarray | None = None
     camera: dict[str, Any] | None = None
     people: list[Any] = field(default_factory=list)
     models: list[dict[str, Any]] = field(default_factory=list)
@@ -307,9 +317,34 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
         _check_shape("mask", mask, h, w, None)
         channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
         layers.append("mask")
+    if frame.alpha is not None:
+        _matte_channels(frame, channels, layers)
+    elif frame.foreground is not None:
+        raise BundleError("CaptureFrame.foreground needs its alpha (CaptureFrame.alpha)")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
     return channels, layers
+
+
+def _matte_channels(frame: CaptureFrame, channels: dict[str, np.ndarray], layers: list[str]) -> None:
+    """`matte.A` = alpha; with a foreground also `matte.R/G/B` = its linear colour × alpha (pre-multiplied)."""
+    alpha = np.clip(np.nan_to_num(to_numpy(frame.alpha).astype(np.float32), nan=0.0), 0.0, 1.0)
+    _check_shape("alpha", alpha, frame.height, frame.width, None)
+    channels["matte.A"] = alpha.astype(np.float16)
+    layers.append("alpha")
+    if frame.foreground is not None:
+        colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", frame.foreground), 0.0, 1.0))
+        _check_shape("foreground", colour, frame.height, frame.width, 3)
+        for i, ch in enumerate("RGB"):
+            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(np.float16)
+        layers.append("matte")
+
+
+def _straight_foreground(premultiplied: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """sRGB straight colour from the EXR's linear pre-multiplied matte: RGB / A where A > 1/255, else 0."""
+    safe = np.where(alpha > _MATTE_EPS, alpha, 1.0)[..., None]
+    straight = np.clip(premultiplied / safe, 0.0, 1.0)
+    return np.where((alpha > _MATTE_EPS)[..., None], linear_to_srgb(straight), 0.0).astype(np.float32)
 
 
 def _checks_json(checks: Any) -> dict[str, Any] | None:
@@ -580,6 +615,10 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
         frame.seg = np.rint(channels[names["seg"][0]]).astype(np.int64)
     if "mask" in layers:
         frame.mask = channels[names["mask"][0]].astype(np.float32)
+    if "alpha" in layers or "matte" in layers:
+        frame.alpha = channels["matte.A"].astype(np.float32)
+    if "matte" in layers:
+        frame.foreground = _straight_foreground(_stack(channels, _LAYER_CHANNELS["matte"][:3]), frame.alpha)
     frame.camera = doc.get("camera")
     frame.people = _parse_people(path, doc.get("people", []))
     frame.models = list(doc.get("models", []))

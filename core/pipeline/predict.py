@@ -325,7 +325,7 @@ def predict(model: Any, images: Any, **options: Any) -> list[Any]:
     task = getattr(model, "task", None)
     if task not in PREDICTORS:
         raise TaskMismatchError(
-            f"no predictor for a {task!r} model; task checkpoints are pose, seg, normal, albedo or pointmap "
+            f"no predictor for a {task!r} model; task checkpoints are {', '.join(PREDICTORS)} "
             "(a pretrain checkpoint only gives backbone features)"
         )
     return PREDICTORS[task](model, images, **options)

@@ -73,17 +73,19 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 class JobSpec:
     """Everything a predict job needs; the defaults are the CLI's.
 
-    checkpoints: task → file overriding the official file of `size`; batch_size: images per forward pass, or
-    "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks, do the rest
-    (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried over).
-    nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's id
-    (e.g. a render-farm job's, shared by its chunks); new when None.
+    size: the official size of every task's checkpoint; None (the default) gives each task its own
+    `catalogue.default_size` (0.4b, and 1b for matting, which exists only at 1b), so adding matting to the
+    tasks never needs a size. checkpoints: task → file overriding the official file; batch_size: images per
+    forward pass, or "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks,
+    do the rest (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried
+    over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
+    id (e.g. a render-farm job's, shared by its chunks); new when None.
     """
 
     inputs: list[str | os.PathLike]
     out: str | os.PathLike
     tasks: tuple[str, ...] = catalogue.DEFAULT_TASKS
-    size: str = catalogue.DEFAULT_SIZE
+    size: str | None = None
     checkpoints: dict[str, str | os.PathLike] = field(default_factory=dict)
     checkpoint_dir: str | os.PathLike | None = None
     allow_download: bool = True
@@ -102,6 +104,10 @@ class JobSpec:
     clean: bool = False
     nonfinite: str = "warn"
     run_id: str | None = None
+
+    def size_for(self, task: str) -> str:
+        """The official size used for `task`: the forced `size`, else the task's default size."""
+        return self.size or catalogue.default_size(task)
 
     def validate(self) -> None:
         """Cheap checks of the spec itself, before anything is read or loaded."""
@@ -171,10 +177,10 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             continue
         try:
             paths[task] = hub.ensure_checkpoint(
-                task, spec.size, spec.checkpoint_dir, allow_download=spec.allow_download
+                task, spec.size_for(task), spec.checkpoint_dir, allow_download=spec.allow_download
             )
         except hub.HubError as exc:  # keep going: the user should learn about every missing file at once
-            problems.append(exc)
+            problems.append(_forced_size_advice(exc, task, spec.size))
     if len(problems) == 1:
         raise problems[0]
     if problems:
@@ -184,6 +190,21 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             hints={k: v.replace(f"{first_task(first)}=", "TASK=") for k, v in first.hints.items()},
         )
     return paths
+
+
+def _forced_size_advice(error: hub.HubError, task: str, size: str | None) -> hub.HubError:
+    """A forced size at which `task` was never released: say how to get the task's own size instead."""
+    released = catalogue.RELEASED.get(task, ())
+    if size is None or not released or size in released:
+        return error
+    return hub.HubError(
+        error.message,
+        hints={
+            "cli": f"leave out --size (each task then uses its own default: {task} "
+            f"{catalogue.default_size(task)}) or pass --checkpoint {task}=PATH",
+            "python": f"leave size=None (each task then uses its own default size) or give a {task} checkpoint",
+        },
+    )
 
 
 def first_task(error: hub.HubError) -> str:

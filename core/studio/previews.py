@@ -1,4 +1,5 @@
-"""Previews of predictions: seg colours, normal maps, depth maps, albedo — one implementation for every front-end.
+"""Previews of predictions: seg colours, normal maps, depth maps, albedo, mattes — one implementation for every
+front-end.
 
 Previews are for looking, not for data (the capture bundle holds the data). They work on torch tensors on any
 device (ComfyUI keeps node outputs on its intermediate device) and return float RGB in [0, 1]; `to_uint8` and
@@ -72,6 +73,18 @@ def albedo_preview(albedo: Any, mask: Any = None) -> torch.Tensor:
     if mask is not None:
         a = a * _tensor(mask, a.device).to(torch.float32)[..., None]
     return a.clamp(0.0, 1.0)
+
+
+def alpha_preview(alpha: Any) -> torch.Tensor:
+    """A matte's alpha (H, W) as a grey image in [0, 1] (white = person), for a PNG or a MASK."""
+    return _tensor(alpha).to(torch.float32).clamp(0.0, 1.0)
+
+
+def cutout_preview(foreground: Any, alpha: Any) -> torch.Tensor:
+    """(H, W, 4) straight colour + alpha: the person cut out, as PNG files and ComfyUI's IMAGE + MASK expect it
+    (straight, not pre-multiplied, alpha)."""
+    colour = _tensor(foreground).to(torch.float32).clamp(0.0, 1.0)
+    return torch.cat([colour, alpha_preview(alpha).to(colour.device)[..., None]], dim=-1)
 
 
 def valid_depth(points: Any, mask: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
