@@ -32,6 +32,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         fps=args.fps,
         previews=not args.no_previews,
         mesh=args.mesh,
+        writers=args.writers,
     )
 
 

@@ -65,6 +65,31 @@ _LAYER_CHANNELS = {
     "seg": ("seg",),
     "mask": ("mask",),
 }
+
+
+@dataclass(frozen=True)
+class ExrEncoding:
+    """How a bundle's EXR stores its layers: a pixel type per layer (float16 → HALF, float32 → FLOAT) and the
+    file's compression (one per file: a single-part EXR compresses all its channels alike)."""
+
+    pixel_types: Mapping[str, type[np.floating]]
+    compression: str
+
+
+# The one place where the bundle's EXR encoding is chosen; measured per layer by benchmarks/bench_exr.py, what
+# each layer keeps is in docs/formats.md §2.1. Readers take any pixel type, so files written before and after read
+# the same way.
+LAYER_ENCODING = ExrEncoding(
+    pixel_types={
+        "rgba": np.float16,  # 8-bit sRGB decoded to linear: half keeps all 256 levels apart (smallest step 3e-4)
+        "P": np.float32,  # metres: half would step 2 mm at 2 m and 4 mm at 5 m, which terraces a mesh
+        "N": np.float16,  # unit vectors: half's 2^-11 relative step is < 0.06° of direction
+        "albedo": np.float16,  # as rgba
+        "seg": np.float16,  # class ids 0..28: integers up to 2048 are exact in half
+        "mask": np.float16,  # 0..1 (from seg: exactly 0 or 1)
+    },
+    compression="zip",
+)
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -225,6 +250,21 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
+@lru_cache(maxsize=1)
+def _srgb_u8_table() -> np.ndarray:
+    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it."""
+    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+
+
+def _as_linear(name: str, array: np.ndarray) -> np.ndarray:
+    """sRGB image → scene-linear float32 (H, W, 3). 8-bit colour goes through a 256-entry table: the same values
+    as the float path, one lookup per pixel instead of a power (the bundle writer's costliest numpy step)."""
+    arr = to_numpy(array)
+    if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return _srgb_u8_table()[arr[..., :3]]
+    return srgb_to_linear(_as_srgb_float(name, arr))
+
+
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
     """Pointmap value at the pixel containing each keypoint; NaN rows where outside or invalid."""
     height, width = points.shape[:2]
@@ -248,44 +288,45 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     h, w = frame.height, frame.width
     channels: dict[str, np.ndarray] = {}
     layers: list[str] = []
+    pixel = LAYER_ENCODING.pixel_types
     if frame.image is not None:
-        linear = srgb_to_linear(_as_srgb_float("image", frame.image))
+        linear = _as_linear("image", frame.image)
         _check_shape("image", linear, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[ch] = linear[..., i].astype(np.float16)
-        channels["A"] = np.ones((h, w), np.float16)
+            channels[ch] = linear[..., i].astype(pixel["rgba"])
+        channels["A"] = np.ones((h, w), pixel["rgba"])
         layers.append("rgba")
     if frame.points is not None:
-        pts = to_numpy(frame.points).astype(np.float32)
+        pts = np.asarray(to_numpy(frame.points), dtype=np.float32)
         _check_shape("points", pts, h, w, 3)
         valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
             pts[..., 2:3] > 0
         )  # behind the camera = invalid
         pts = np.where(valid, pts, 0.0).astype(np.float32)
         for i, axis in enumerate("XYZ"):
-            channels[f"P.{axis}"] = pts[..., i]
+            channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
         layers.append("P")
     if frame.normals is not None:
-        nrm = to_numpy(frame.normals).astype(np.float32)
+        nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
         _check_shape("normals", nrm, h, w, 3)
         for i, axis in enumerate("XYZ"):
-            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
+            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(pixel["N"])
         layers.append("N")
     if frame.albedo is not None:
-        alb = srgb_to_linear(_as_srgb_float("albedo", frame.albedo))
+        alb = _as_linear("albedo", frame.albedo)
         _check_shape("albedo", alb, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
+            channels[f"albedo.{ch}"] = alb[..., i].astype(pixel["albedo"])
         layers.append("albedo")
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg"] = seg.astype(np.float32)
+        channels["seg"] = seg.astype(pixel["seg"])
         layers.append("seg")
     if frame.mask is not None:
         mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(pixel["mask"])
         layers.append("mask")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
@@ -396,7 +437,9 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
+        write_exr(
+            tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression
+        )
         tmp_json.write_text(
             json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .models import LoadedModel, ModelCache
 from .outputs import remove_stale_frames, write_frame_outputs
+from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .tasks import TaskOptions, run_tasks
 from .temporal import SequenceSmoother
 
@@ -39,7 +41,8 @@ class JobSpec:
     """Everything a predict job needs; the defaults are the CLI's.
 
     checkpoints: task → file overriding the official file of `size`; batch_size: images per forward pass, or
-    "auto" (as many as fit in free GPU memory).
+    "auto" (as many as fit in free GPU memory). writers: frames written concurrently on writer threads while
+    the models run on the next ones (and a sequence's next frames are decoded ahead); 0 = all on one thread.
     """
 
     inputs: list[str | os.PathLike]
@@ -60,6 +63,7 @@ class JobSpec:
     fps: float | None = None
     previews: bool = True
     mesh: str | None = None
+    writers: int = DEFAULT_WRITERS
 
     def validate(self) -> None:
         """Cheap checks of the spec itself, before anything is read or loaded."""
@@ -89,6 +93,8 @@ class JobSpec:
             raise StudioError(f"the batch size must be at least 1 (or 'auto'), got {self.batch_size!r}")
         if self.fps is not None and not self.fps > 0:
             raise StudioError(f"the frame rate must be positive, got {self.fps}")
+        if not isinstance(self.writers, int) or self.writers < 0:
+            raise StudioError(f"the number of writers must be 0 or more, got {self.writers!r}")
 
 
 @dataclass
@@ -203,16 +209,33 @@ class PredictJob:
             auto_batch_size(self.models) if self.spec.batch_size == "auto" else int(self.spec.batch_size)
         )
         self.out.mkdir(parents=True, exist_ok=True)
-        for chunk in _chunks([j for j in self.jobs if isinstance(j, ImageJob)], self.batch):
-            self._run_images(chunk)
-        for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
-            count, error = self._run_sequence(sequence)
-            if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
-                self.report.failures.append(
-                    f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); no index)"
-                )
+        with OrderedWriter(self.spec.writers) as self._writers:  # throughput hook: see pipelining.py
+            for chunk in _chunks([j for j in self.jobs if isinstance(j, ImageJob)], self.batch):
+                self._run_images(chunk)
+            for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
+                count, error = self._run_sequence(sequence)
+                if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                    self.report.failures.append(
+                        f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); no index)"
+                    )
         self.report.notes = list(dict.fromkeys(self.host.notes))
         return self.report
+
+    def _write(
+        self, folder: Path, name: str, frame: Any, image: np.ndarray, done: Callable[[Path], Any]
+    ) -> None:
+        """throughput hook: one frame's outputs (its transaction), on a writer thread when `writers` > 0;
+        `done(bundle JSON path)` runs afterwards on this thread, in frame order (pipelining.OrderedWriter)."""
+        work = partial(
+            write_frame_outputs,
+            folder,
+            name,
+            frame,
+            image,
+            with_previews=self.spec.previews,
+            mesh_format=self.spec.mesh,
+        )
+        self._writers.submit(work, done)
 
     def _item_done(self, label: str) -> None:
         if self.on_item is not None:
@@ -253,11 +276,12 @@ class PredictJob:
             [job.path.name for job, _, _ in loaded],
         )
         for (job, image, _), frame in zip(loaded, frames):
-            write_frame_outputs(
-                self.out, job.name, frame, image, with_previews=self.spec.previews, mesh_format=self.spec.mesh
-            )
-            self.report.written += 1
-            self._item_done(job.name)
+            # throughput hook: the frame's transaction may run on a writer thread; `done` follows in order here
+            def done(_: Path, name: str = job.name) -> None:
+                self.report.written += 1
+                self._item_done(name)
+
+            self._write(self.out, job.name, frame, image, done)
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, InputError | None]:
         """A sequence frame-chunk by frame-chunk; the index is written only when every frame succeeded.
@@ -295,24 +319,29 @@ class PredictJob:
             for image, frame, number in zip(images, frames, numbers):
                 frame.frame = number
                 name = f"{sequence.name}_{number:04d}"
-                write_frame_outputs(
-                    folder, name, frame, image, with_previews=self.spec.previews, mesh_format=self.spec.mesh
-                )
-                writer.record(number, f"{name}.json")
-                written.add(number)
-                self.report.written += 1
-                self._item_done(f"{sequence.name} #{number}")
+
+                # throughput hook: the frame's transaction may run on a writer thread; `done` follows in order
+                def done(_: Path, number: int = number, name: str = name) -> None:
+                    writer.record(number, f"{name}.json")
+                    written.add(number)
+                    self.report.written += 1
+                    self._item_done(f"{sequence.name} #{number}")
+
+                self._write(folder, name, frame, image, done)
             count += len(buffer)
             buffer.clear()
 
+        ahead = self.batch if self.spec.writers else 0  # throughput hook: decode the next chunk meanwhile
         try:
-            for source, image in sequence.iter_frames():
+            for source, image in prefetch(sequence.iter_frames(), ahead):
                 buffer.append((source, image))
                 if len(buffer) >= self.batch:
                     flush()
             flush()
         except InputError as exc:
+            self._writers.drain()
             return count, exc
+        self._writers.drain()
         if count == 0:
             return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
         writer.close()
