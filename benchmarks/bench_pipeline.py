@@ -50,6 +50,7 @@ PRESETS: dict[str, dict[str, int]] = {
     "tiny": {},
     "0.1b": {"embed_dim": 768, "depth": 12, "head_dim": 64, "head_width": 64},
 }
+RELEASED = ("0.4b", "0.8b", "1b")  # full released architectures (heads included), synthetic weights: GPU runs
 DEFAULT_TASKS = "pose,seg,normal,pointmap"
 
 
@@ -118,7 +119,14 @@ def checkpoints(args: argparse.Namespace, workdir: Path) -> dict[str, Path]:
             continue
         path = workdir / f"synthetic_{args.preset}_{task}.safetensors"
         if not path.exists():
-            write_synthetic_checkpoint(path, task=task, **PRESETS[args.preset])
+            if args.preset in RELEASED:
+                from safetensors.torch import save_file
+                from sapiens2_studio.core.arch.presets import preset_config
+                from sapiens2_studio.core.testing.synthetic import state_dict_for
+
+                save_file(state_dict_for(preset_config(args.preset, task)), str(path))
+            else:
+                write_synthetic_checkpoint(path, task=task, **PRESETS[args.preset])
         out[task] = path
     return out
 
@@ -204,7 +212,9 @@ def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         run_job(args, frames, workdir / "warmup", **job_options(0, True))  # load models, warm caches
         for _ in range(args.repeat):
             for name, previews in variants:  # interleaved, so background load hits both
-                profiler = StageProfiler()
+                profiler = StageProfiler(
+                    synchronize=torch.cuda.synchronize if args.device.startswith("cuda") else None
+                )
                 with profiling(profiler):
                     run_job(args, frames, workdir / f"out_{name}", **job_options(0, previews))
                 synchronize(args.device)
@@ -402,7 +412,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
-    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS) + list(RELEASED))
     parser.add_argument("--checkpoint", action="append", default=[], metavar="TASK=PATH")
     parser.add_argument("--image-size", default=None, help="HxW (default 1080x1920; large: 6000x9000)")
     parser.add_argument("--frames", type=int, default=4)

@@ -49,17 +49,23 @@ class StageTotals:
 
 @dataclass
 class StageProfiler:
-    """Collects exclusive CPU and wall seconds per stage; `task` is the predictor running now (label prefix)."""
+    """Collects exclusive CPU and wall seconds per stage; `task` is the predictor running now (label prefix).
+
+    `synchronize` (e.g. `torch.cuda.synchronize`) runs at every stage boundary, so that asynchronous device work
+    is charged to the stage that launched it rather than to the next one that waits for it."""
 
     totals: dict[str, StageTotals] = field(default_factory=dict)
     batch_shapes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
     _stack: list[list[Any]] = field(default_factory=list)
     task: str = ""
+    synchronize: Callable[[], Any] | None = None
 
     def _label(self, label: str) -> str:
         return label.replace("{task}", self.task or "?")
 
     def enter(self, label: str) -> None:
+        if self.synchronize is not None:
+            self.synchronize()
         now_cpu, now_wall = time.process_time(), time.perf_counter()
         if self._stack:  # pause the parent: its exclusive time stops here
             parent = self._stack[-1]
@@ -68,6 +74,8 @@ class StageProfiler:
         self._stack.append([self._label(label), 0.0, 0.0, now_cpu, now_wall])
 
     def leave(self) -> None:
+        if self.synchronize is not None:
+            self.synchronize()
         now_cpu, now_wall = time.process_time(), time.perf_counter()
         label, cpu, wall, start_cpu, start_wall = self._stack.pop()
         entry = self.totals.setdefault(label, StageTotals())
@@ -132,6 +140,7 @@ def _targets() -> list[tuple[Any, str, str, str | None]]:
         (inputs, "load_image", "decode", None),
         (job, "load_image", "decode", None),
         (images, "_from_numpy", "prepare", None),
+        (images, "_uint8_pixels", "prepare", None),
         (predict, "preprocess_seg", "{task}.preprocess", None),
         (predict, "preprocess_dense", "{task}.preprocess", None),
         (predict, "preprocess_pose_crop", "{task}.preprocess", None),
@@ -174,6 +183,8 @@ def profiling(profiler: StageProfiler) -> Iterator[StageProfiler]:
                 original = owner[name]
                 owner[name] = profiler.wrap(original, label, task=task)
             else:
+                if not hasattr(owner, name):  # a stage this version of the engine does not have
+                    continue
                 original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
                 setattr(owner, name, profiler.wrap(original, label, task=task))
             saved.append((owner, name, original))
