@@ -236,3 +236,14 @@ def test_bundles_follow_the_encoding_table_and_older_float_seg_files_still_read(
     channels["seg"] = channels["seg"].astype(np.float32)  # as bundles stored it before the table
     write_exr(tmp_path / "f.exr", channels, {"sapiens2Capture": "1.1"})
     assert np.array_equal(read_bundle(tmp_path / "f.json").seg, seg)
+
+
+def test_cli_writers_flag_reaches_the_job() -> None:
+    from sapiens2_studio.cli.arguments import build_parser
+    from sapiens2_studio.cli.predict import job_spec
+
+    parser = build_parser()
+    assert job_spec(parser.parse_args(["predict", "a.png", "--out", "o", "--writers", "0"])).writers == 0
+    assert job_spec(parser.parse_args(["predict", "a.png", "--out", "o"])).writers == JobSpec.writers
+    with pytest.raises(SystemExit):
+        parser.parse_args(["predict", "a.png", "--out", "o", "--writers", "-1"])
