@@ -268,8 +268,8 @@ def bench_writers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     loads = []
     with CachedModels():
         run_job(args, frames, workdir / "warmup", **job_options(0, args.previews))
-        for _ in range(args.repeat):
-            for n in counts:
+        for r in range(args.repeat):
+            for n in counts[r % len(counts) :] + counts[: r % len(counts)]:  # rotated: drifting load hits all
                 start, start_cpu = time.perf_counter(), time.process_time()
                 run_job(args, frames, workdir / f"out_w{n}", **job_options(n, args.previews))
                 synchronize(args.device)
@@ -286,6 +286,9 @@ def bench_writers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "cpu_seconds": {str(n): t for n, t in cpu.items()},
         "frames_per_s": {str(n): v for n, v in fps.items()},
         "ratio_to_first": {str(n): fps[n] / fps[base] for n in counts},
+        "ratio_to_first_each_repeat": {
+            str(n): [b / t for b, t in zip(times[base], times[n])] for n in counts
+        },
     }
 
 
