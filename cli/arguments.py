@@ -16,6 +16,7 @@ from ..core.catalogue import (
 )
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+from ..core.studio.pipelining import DEFAULT_WRITERS
 
 if TYPE_CHECKING:
     from ..core.studio.job import JobSpec
@@ -35,6 +36,16 @@ def _batch_size(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
+def _writers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {value}")
+    return value
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -130,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
+    p.add_argument(
+        "--writers",
+        type=_writers,
+        default=DEFAULT_WRITERS,
+        help=f"frames written in parallel while the models run on the next ones (default {DEFAULT_WRITERS}; "
+        "0: write each frame before the next one starts)",
+    )
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
     p.add_argument(
         "--skip-existing",
@@ -205,4 +223,5 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         skip_existing=getattr(args, "skip_existing", defaults.skip_existing),
         clean=getattr(args, "clean", defaults.clean),
         nonfinite=getattr(args, "nonfinite", defaults.nonfinite),
+        writers=getattr(args, "writers", defaults.writers),
     )

@@ -85,6 +85,34 @@ _CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
 # it cannot find (and reads the rest of the file) instead of refusing the file; 1.0 files list "seg" / "mask".
 _JSON_LAYER_NAMES = {"seg": "segmentation", "mask": "person_mask"}
 _LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class ExrEncoding:
+    """How a bundle's EXR stores its layers: a pixel type per layer (float16 → HALF, float32 → FLOAT) and the
+    file's compression (one per file: a single-part EXR compresses all its channels alike)."""
+
+    pixel_types: Mapping[str, type[np.floating]]
+    compression: str
+
+
+# The one place where the bundle's EXR encoding is chosen; measured per layer by benchmarks/bench_exr.py, what
+# each layer keeps is in docs/formats.md. Readers take any pixel type, so files written before and after read
+# the same way.
+LAYER_ENCODING = ExrEncoding(
+    pixel_types={
+        "rgba": np.float16,  # 8-bit sRGB decoded to linear: half keeps all 256 levels apart (smallest step 3e-4)
+        "depth": np.float32,  # metres, as P
+        "P": np.float32,  # metres: half would step 2 mm at 2 m and 4 mm at 5 m, which terraces a mesh
+        "N": np.float16,  # unit vectors: half's 2^-11 relative step is < 0.06° of direction
+        "albedo": np.float16,  # as rgba
+        "seg": np.float32,  # class ids: FLOAT, as id channels are read by compositors (exact in half too)
+        "mask": np.float16,  # 0..1; P.A (0 or 1) likewise
+        "alpha": np.float16,  # 0..1: 2^-11 relative step, far below an 8-bit matte's
+        "matte": np.float16,  # pre-multiplied linear colour, as rgba
+    },
+    compression="zip",
+)
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -252,6 +280,21 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
+@lru_cache(maxsize=1)
+def _srgb_u8_table() -> np.ndarray:
+    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it."""
+    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+
+
+def _as_linear(name: str, array: np.ndarray) -> np.ndarray:
+    """sRGB image → scene-linear float32 (H, W, 3). 8-bit colour goes through a 256-entry table: the same values
+    as the float path, one lookup per pixel instead of a power (the bundle writer's costliest numpy step)."""
+    arr = to_numpy(array)
+    if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return _srgb_u8_table()[arr[..., :3]]
+    return srgb_to_linear(_as_srgb_float(name, arr))
+
+
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
     """Pointmap value at the pixel containing each keypoint; NaN rows where outside or invalid."""
     height, width = points.shape[:2]
@@ -275,47 +318,50 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     h, w = frame.height, frame.width
     channels: dict[str, np.ndarray] = {}
     layers: list[str] = []
+    pixel = LAYER_ENCODING.pixel_types
     if frame.image is not None:
-        linear = srgb_to_linear(_as_srgb_float("image", frame.image))
+        linear = _as_linear("image", frame.image)
         _check_shape("image", linear, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[ch] = linear[..., i].astype(np.float16)
-        channels["A"] = np.ones((h, w), np.float16)
+            channels[ch] = linear[..., i].astype(pixel["rgba"])
+        channels["A"] = np.ones((h, w), pixel["rgba"])
         layers.append("rgba")
     if frame.points is not None:
-        pts = to_numpy(frame.points).astype(np.float32)
+        pts = np.asarray(to_numpy(frame.points), dtype=np.float32)
         _check_shape("points", pts, h, w, 3)
         valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
             pts[..., 2:3] > 0
         )  # behind the camera = invalid
         pts = np.where(valid, pts, 0.0).astype(np.float32)
-        channels["Z"] = np.ascontiguousarray(pts[..., 2])  # 0 where no point: "zero is infinitely far"
+        channels["Z"] = np.ascontiguousarray(
+            pts[..., 2], dtype=pixel["depth"]
+        )  # 0 where no point: "zero is infinitely far"
         layers.append("depth")
         for i, axis in enumerate("XYZ"):
-            channels[f"P.{axis}"] = pts[..., i]
-        channels["P.A"] = valid[..., 0].astype(np.float16)
+            channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
+        channels["P.A"] = valid[..., 0].astype(pixel["mask"])
         layers.append("P")
     if frame.normals is not None:
-        nrm = to_numpy(frame.normals).astype(np.float32)
+        nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
         _check_shape("normals", nrm, h, w, 3)
         for i, axis in enumerate("XYZ"):
-            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
+            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(pixel["N"])
         layers.append("N")
     if frame.albedo is not None:
-        alb = srgb_to_linear(_as_srgb_float("albedo", frame.albedo))
+        alb = _as_linear("albedo", frame.albedo)
         _check_shape("albedo", alb, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
+            channels[f"albedo.{ch}"] = alb[..., i].astype(pixel["albedo"])
         layers.append("albedo")
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg.id"] = seg.astype(np.float32)
+        channels["seg.id"] = seg.astype(pixel["seg"])
         layers.append("seg")
     if frame.mask is not None:
         mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(pixel["mask"])
         layers.append("mask")
     if frame.alpha is not None:
         _matte_channels(frame, channels, layers)
@@ -330,13 +376,13 @@ def _matte_channels(frame: CaptureFrame, channels: dict[str, np.ndarray], layers
     """`matte.A` = alpha; with a foreground also `matte.R/G/B` = its linear colour × alpha (pre-multiplied)."""
     alpha = np.clip(np.nan_to_num(to_numpy(frame.alpha).astype(np.float32), nan=0.0), 0.0, 1.0)
     _check_shape("alpha", alpha, frame.height, frame.width, None)
-    channels["matte.A"] = alpha.astype(np.float16)
+    channels["matte.A"] = alpha.astype(LAYER_ENCODING.pixel_types["alpha"])
     layers.append("alpha")
     if frame.foreground is not None:
         colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", frame.foreground), 0.0, 1.0))
         _check_shape("foreground", colour, frame.height, frame.width, 3)
         for i, ch in enumerate("RGB"):
-            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(np.float16)
+            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(LAYER_ENCODING.pixel_types["matte"])
         layers.append("matte")
 
 
@@ -466,7 +512,7 @@ def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame
     channels, layers = _exr_channels(frame)
     people = _prepare_people(frame)
     doc = _frame_json(frame, sanitize_name(name), people, layers)
-    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION})
+    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
     return doc
 
 

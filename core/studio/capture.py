@@ -152,8 +152,10 @@ def capture_frames(
             frame.seg = to_numpy(results["seg"].labels).astype(np.int32)
         if results["pose"] is not None:
             frame.people = list(results["pose"].people)
-        if results["normal"] is not None:
-            frame.normals = to_numpy(results["normal"].normals).astype(np.float32)
+        if (
+            results["normal"] is not None
+        ):  # asarray: a float32 result is shared, not copied (frames are read-only)
+            frame.normals = np.asarray(to_numpy(results["normal"].normals), dtype=np.float32)
         if results["albedo"] is not None:
             frame.albedo = to_numpy(results["albedo"].albedo).astype(np.float32)
         elif albedos is not None:
@@ -163,7 +165,7 @@ def capture_frames(
             frame.foreground = to_numpy(results["matting"].foreground).astype(np.float32)
         pointmap = results["pointmap"]
         if pointmap is not None:
-            points = to_numpy(pointmap.points).astype(np.float32)
+            points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
             if frame_mask is not None:
                 points = np.where(frame_mask[..., None] > 0.5, points, 0.0).astype(np.float32)
             frame.points = points

@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
 from .outputs import remove_stale_frames, write_frame_outputs
+from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
 from .resume import (
     Expectation,
@@ -79,7 +81,9 @@ class JobSpec:
     forward pass, or "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks,
     do the rest (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried
     over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
-    id (e.g. a render-farm job's, shared by its chunks); new when None.
+    id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
+    on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
+    0 = all on one thread.
     """
 
     inputs: list[str | os.PathLike]
@@ -104,6 +108,7 @@ class JobSpec:
     clean: bool = False
     nonfinite: str = "warn"
     run_id: str | None = None
+    writers: int = DEFAULT_WRITERS
 
     def size_for(self, task: str) -> str:
         """The official size used for `task`: the forced `size`, else the task's default size."""
@@ -145,6 +150,8 @@ class JobSpec:
             raise StudioError(
                 f"run id {self.run_id!r}: use 1–80 letters, digits, '_', '-' or '.', starting with a letter or digit"
             )
+        if not isinstance(self.writers, int) or self.writers < 0:
+            raise StudioError(f"the number of writers must be 0 or more, got {self.writers!r}")
 
 
 @dataclass
@@ -311,15 +318,16 @@ class PredictJob:
                 self.host.note(f"removed {len(removed)} temporary file(s) left by an interrupted earlier run")
             if self.spec.skip_existing:
                 self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in self.paths.items()}
-            self._run_images([j for j in self.jobs if isinstance(j, ImageJob)])
-            for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
-                count, error = self._run_sequence(sequence)
-                if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
-                    marker = self.out / sequence.name / f"{sequence.name}.partial.json"
-                    state = "no index, marked partial" if marker.exists() else "nothing changed there"
-                    self.report.failures.append(
-                        f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
-                    )
+            with OrderedWriter(self.spec.writers) as self._writers:  # see pipelining.py
+                self._run_images([j for j in self.jobs if isinstance(j, ImageJob)])
+                for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
+                    count, error = self._run_sequence(sequence)
+                    if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                        marker = self.out / sequence.name / f"{sequence.name}.partial.json"
+                        state = "no index, marked partial" if marker.exists() else "nothing changed there"
+                        self.report.failures.append(
+                            f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
+                        )
         finally:
             if lock is not None:
                 lock.release()
@@ -429,13 +437,18 @@ class PredictJob:
                 )
         return frames, refused
 
-    def _commit(self, item: _Item, frame: CaptureFrame, run: RunInfo) -> None:
-        """One frame's transaction: sidecars and EXR staged, JSON last (transaction.py)."""
+    def _commit(
+        self, item: _Item, frame: CaptureFrame, run: RunInfo, done: Callable[[], Any] | None = None
+    ) -> None:
+        """One frame's transaction: sidecars and EXR staged, JSON last (transaction.py). It runs on a writer
+        thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame order
+        (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
         outputs = {"previews": self.spec.previews, "mesh": self.spec.mesh}
         frame.frame = item.number
         frame.run = frame_run_record(run, item.plan, item.source, outputs)
         self._make_folder(item.folder)
-        write_frame_outputs(
+        work = partial(
+            write_frame_outputs,
             item.folder,
             item.name,
             frame,
@@ -443,7 +456,13 @@ class PredictJob:
             with_previews=self.spec.previews,
             mesh_format=self.spec.mesh,
         )
-        self.report.written += 1
+
+        def committed(_: Any) -> None:
+            self.report.written += 1
+            if done is not None:
+                done()
+
+        self._writers.submit(work, committed)
 
     # ------------------------------------------------------------------------------------------------ images
 
@@ -458,9 +477,9 @@ class PredictJob:
             for index, (item, frame) in enumerate(zip(chunk, frames)):
                 if index in refused:
                     self.report.failures.append(refused[index].message)
+                    self._item_done(item.label)
                 else:
-                    self._commit(item, frame, self.run_info)
-                self._item_done(item.label)
+                    self._commit(item, frame, self.run_info, partial(self._item_done, item.label))
             chunk.clear()
 
         for job in jobs:
@@ -505,7 +524,8 @@ class PredictJob:
                     raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
                 yield number, path.name, (lambda p=path: load_image(p)), source
             return
-        for number, (name, image) in enumerate(sequence.iter_frames(), start=1):
+        ahead = self.batch if self.spec.writers else 0  # decode the next chunk while the models run
+        for number, (name, image) in enumerate(prefetch(sequence.iter_frames(), ahead), start=1):
             yield number, name, (lambda im=image: im), video_source(sequence.video, number)
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, StudioError | None]:
@@ -564,10 +584,13 @@ class PredictJob:
             for index, (item, frame) in enumerate(zip(buffer, frames)):
                 if index in refused:
                     raise refused[index]  # a refused frame stops its sequence, like an unreadable one
-                self._commit(item, frame, run)
-                writer.record(item.number, f"{item.name}.json")
-                self._item_done(item.label)
-                state["done"] += 1
+
+                def recorded(item: _Item = item) -> None:
+                    writer.record(item.number, f"{item.name}.json")
+                    self._item_done(item.label)
+                    state["done"] += 1
+
+                self._commit(item, frame, run, recorded)
             remember(frames[-1].people, frames[-1].pointmap_scale, "pose" in compute)
             buffer.clear()
 
@@ -580,6 +603,7 @@ class PredictJob:
                 numbers.add(number)
                 if plan.action != "write":
                     flush()
+                    self._writers.drain()  # the index records frames in order
                     if plan.action == "relabel":
                         begin()
                         commit_document(folder, name, relabelled(plan.doc or {}, run))
@@ -599,7 +623,9 @@ class PredictJob:
                     flush()
             flush()
         except (InputError, NonFiniteOutputError) as exc:
+            self._writers.drain()  # the frames before the broken one are complete: commit them
             return state["done"], exc
+        self._writers.drain()
         count = state["done"]
         if count == 0:
             return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
