@@ -49,7 +49,7 @@ def write_checkpoint(path: Path, size: str, task: str, dtype: str) -> None:
     import torch
     from safetensors.torch import save_file
     from sapiens2_studio.core.arch.presets import preset_config
-    from sapiens2_studio.core.checkpoints.synthetic import state_dict_for
+    from sapiens2_studio.core.testing.synthetic import state_dict_for
 
     torch_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     save_file(state_dict_for(preset_config(size, task), dtype=torch_dtype), str(path))

@@ -8,19 +8,31 @@ The add-on needs neither torch nor the ``sapiens2_studio`` package.
 
 import bpy
 
+from .ui.export_ops import EXPORT_ANIM_OT_sapiens2_mocap, menu_export
 from .ui.operators import IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, menu_import
 from .ui.panel import SAPIENS2_PT_capture
+from .ui.retarget_ops import SAPIENS2_OT_retarget, menu_retarget
 
-classes = (IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, SAPIENS2_PT_capture)
+classes = (
+    IMPORT_SCENE_OT_sapiens2_capture,
+    SAPIENS2_FH_capture,
+    SAPIENS2_PT_capture,
+    EXPORT_ANIM_OT_sapiens2_mocap,
+    SAPIENS2_OT_retarget,
+)
 
 
 def register() -> None:
     for cls in classes:
         bpy.utils.register_class(cls)
     bpy.types.TOPBAR_MT_file_import.append(menu_import)
+    bpy.types.TOPBAR_MT_file_export.append(menu_export)
+    bpy.types.VIEW3D_MT_object_animation.append(menu_retarget)
 
 
 def unregister() -> None:
+    bpy.types.VIEW3D_MT_object_animation.remove(menu_retarget)
+    bpy.types.TOPBAR_MT_file_export.remove(menu_export)
     bpy.types.TOPBAR_MT_file_import.remove(menu_import)
     for cls in reversed(classes):
         bpy.utils.unregister_class(cls)

@@ -1,120 +1,26 @@
-"""`sapiens2` command line: predict | download | info.
+"""`sapiens2` command line: predict | check | download | convert | info — argument parsing and printing; the work is
+core.studio's.
 
-Every expected failure (bad input, missing checkpoint, offline, wrong task) prints one line and exits non-zero;
-`--debug` shows the traceback instead. Heavy imports (torch, the models) happen inside the commands so that
-`sapiens2 --help` is instant.
+Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
+with the CLI's advice and exits non-zero; anything else is a bug: its traceback is printed with where to report it.
+`--debug` shows the traceback of deliberate errors too. Heavy imports (torch, the models) happen inside the
+commands so that `sapiens2 --help` is instant.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Sequence
 
-TASKS = ("pose", "seg", "normal", "albedo", "pointmap")
-SIZES = ("0.4b", "0.8b", "1b", "5b")
+from ..core.errors import BUG_REPORT_URL, Sapiens2Error
+from .arguments import UsageError, build_parser
+
 EXIT_ERROR = 1
 EXIT_USAGE = 2
-
-
-class UsageError(ValueError):
-    """The command line itself is wrong (unknown task, malformed --checkpoint, …)."""
-
-
-def _batch_size(text: str) -> int | str:
-    if text == "auto":
-        return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
-
-
-def parse_tasks(text: str) -> list[str]:
-    tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
-    if not tasks:
-        raise UsageError("--tasks is empty; choose from " + ",".join(TASKS))
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown:
-        raise UsageError(f"unknown task {unknown[0]!r} in --tasks; choose from {', '.join(TASKS)}")
-    return list(dict.fromkeys(tasks))
-
-
-def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
-    overrides: dict[str, str] = {}
-    for item in items or []:
-        task, sep, path = item.partition("=")
-        task = task.strip().lower()
-        if not sep or not path:
-            raise UsageError(f"--checkpoint expects TASK=PATH, got {item!r}")
-        if task not in TASKS:
-            raise UsageError(f"--checkpoint {item!r}: unknown task {task!r}; choose from {', '.join(TASKS)}")
-        overrides[task] = path
-    return overrides
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="sapiens2",
-        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
-        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
-    )
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
-    p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
-    p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument(
-        "--checkpoint",
-        action="append",
-        metavar="TASK=PATH",
-        help="use this .safetensors file for TASK (any size, inferred from its shapes; overrides --size)",
-    )
-    p.add_argument(
-        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
-    )
-    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
-    p.add_argument(
-        "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
-    )
-    p.add_argument(
-        "--batch-size",
-        type=_batch_size,
-        default=1,
-        help="images per forward pass (default 1), or 'auto': as many as fit in free GPU memory",
-    )
-    p.add_argument(
-        "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
-    )
-    p.add_argument("--flip-test", action="store_true", help="pose: average with the mirrored image (slower)")
-    p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
-    p.add_argument(
-        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
-    )
-    p.add_argument(
-        "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
-    )
-    p.add_argument(
-        "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
-    )
-    p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
-    p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
-
-    d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
-    d.add_argument("--task", required=True, choices=(*TASKS, "pretrain"))
-    d.add_argument("--size", required=True, help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b")
-    d.add_argument(
-        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
-    )
-    d.add_argument("--force", action="store_true", help="download again even if the file exists")
-
-    i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
-    i.add_argument("checkpoint", help="path to a .safetensors file")
-    i.add_argument("--sha256", action="store_true", help="also hash the file")
-    return parser
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -144,14 +50,19 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _expected_errors() -> tuple[type[BaseException], ...]:
-    from ..core.checkpoints.errors import CheckpointError
-    from ..core.checkpoints.hub import HubError
-    from ..core.formats.bundle import BundleError
-    from ..core.formats.exr import ExrError
-    from .inputs import InputError
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ..core.checkpoints import convert_to_safetensors
 
-    return (UsageError, InputError, HubError, CheckpointError, BundleError, ExrError, OSError, ValueError)
+    print(convert_to_safetensors(args.source, args.destination))
+    return 0
+
+
+class Terminated(BaseException):
+    """SIGTERM (a job scheduler cancelling the run), raised where Python checks signals, like Ctrl-C."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,30 +71,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    main_thread = threading.current_thread() is threading.main_thread()
+    # A scheduler's cancel ends the run the way Ctrl-C does: the frame being committed finishes (the engine holds
+    # both signals during a commit), the folder's lock is released, a sequence stays marked partial.
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
+    try:
+        return _command(args)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "predict":
             from .predict import run_predict
 
             return run_predict(args)
+        if args.command == "check":
+            from .check import run_check
+
+            return run_check(args)
         if args.command == "download":
             return cmd_download(args)
+        if args.command == "convert":
+            return cmd_convert(args)
         return cmd_info(args)
     except KeyboardInterrupt:
         print("sapiens2: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
+    except Terminated:
+        print("sapiens2: terminated", file=sys.stderr)
+        return 143
+    except Sapiens2Error as exc:
         if args.debug:
             raise
-        if isinstance(exc, UsageError):
-            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
-        if isinstance(exc, _expected_errors()):
-            print(f"sapiens2 {args.command}: error: {exc}", file=sys.stderr)
-        else:
-            print(
-                f"sapiens2 {args.command}: internal error: {type(exc).__name__}: {exc} (rerun with --debug for details)",
-                file=sys.stderr,
-            )
+        print(f"sapiens2 {args.command}: error: {exc.text('cli')}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_ERROR
+    except Exception:
+        traceback.print_exc()
+        print(
+            f"sapiens2 {args.command}: internal error: this is a bug in sapiens2-studio, not in your input. Please "
+            f"report it with the traceback above at {BUG_REPORT_URL}",
+            file=sys.stderr,
+        )
         return EXIT_ERROR
 
 

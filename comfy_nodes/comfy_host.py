@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 
-from .loader_logic import missing_checkpoint_hint
-from .runtime import Runtime
-from .types import LoadedModel
+from ..core import catalogue
+from ..core.errors import Sapiens2Error
+from ..core.studio.host import Host
+from ..core.studio.models import LoadedModel
 
 MODEL_FOLDER = "sapiens2"
 MODEL_EXTENSIONS = {".safetensors", ".sft"}
@@ -54,11 +55,31 @@ def find_checkpoint(name: str) -> str | None:
     return folder_paths.get_full_path(MODEL_FOLDER, name)
 
 
+DOWNLOAD_CHOICE = "(download: task + size below)"
+
+
+def missing_checkpoint_hint(name: str) -> str:
+    """For a missing file named like an official one (`sapiens2_1b_pose.safetensors`, as the example workflows
+    name them), how to fetch it with the loader's download entry; '' otherwise."""
+    parsed = catalogue.parse_official_name(name)
+    if parsed is None or not catalogue.is_released(*parsed):
+        return ""
+    task, size = parsed
+    return (
+        f", or set 'checkpoint' to '{DOWNLOAD_CHOICE}' with download_task '{task}' and download_size '{size}' to "
+        "fetch the official file"
+    )
+
+
+class CheckpointNotFound(Sapiens2Error, FileNotFoundError):
+    """A checkpoint chosen in the loader is not (or no longer) in models/sapiens2."""
+
+
 def resolve_checkpoint(name: str) -> str:
     """Absolute path of a file listed in models/sapiens2; a clear error naming the folders when it is not there."""
     path = find_checkpoint(name)
     if path is None:
-        raise FileNotFoundError(
+        raise CheckpointNotFound(
             f"Sapiens2 checkpoint '{name}' was not found in {', '.join(model_folders())}; put the .safetensors file "
             f"there (subfolders are fine) and press R in ComfyUI to refresh the list{missing_checkpoint_hint(name)}"
         )
@@ -108,8 +129,8 @@ def supports_bf16(device: torch.device) -> bool:
     return bool(mm.should_use_bf16(device))
 
 
-class ComfyRuntime(Runtime):
-    """Runtime backed by ComfyUI: ``load_models_gpu``, ``intermediate_device``, ProgressBar, interrupts."""
+class ComfyHost(Host):
+    """The engine's host inside ComfyUI: ``load_models_gpu``, ``intermediate_device``, ProgressBar, interrupts."""
 
     def __init__(self, node_id: str | None = None) -> None:
         import comfy.model_management as mm
@@ -118,15 +139,24 @@ class ComfyRuntime(Runtime):
         self._mm = mm
         self._node_id = node_id
         self._bar: Any = None
-        self._patcher: Any = None
+        self._patchers: list[Any] = []
         self._evicted = False
 
     def activate(self, loaded: LoadedModel) -> Any:
-        if loaded.patcher is None:
-            return super().activate(loaded)
-        self._mm.load_models_gpu([loaded.patcher], force_full_load=True)
-        self._patcher = loaded.patcher
-        return loaded.patcher.model.inner
+        return self.activate_all({"model": loaded})["model"]
+
+    def activate_all(self, models: dict[str, LoadedModel]) -> dict[str, Any]:
+        """All models of one run loaded together, so loading one never evicts another."""
+        patchers = [m.host_handle for m in models.values() if m.host_handle is not None]
+        if patchers:
+            self._mm.load_models_gpu(patchers, force_full_load=True)
+            self._patchers = patchers
+        return {
+            task: (
+                m.host_handle.model.inner if m.host_handle is not None else super(ComfyHost, self).activate(m)
+            )
+            for task, m in models.items()
+        }
 
     def progress(self, done: int, total: int) -> None:
         import comfy.utils
@@ -135,14 +165,14 @@ class ComfyRuntime(Runtime):
             self._bar = comfy.utils.ProgressBar(total, node_id=self._node_id)
         self._bar.update_absolute(done, total)  # the server hook also checks the interrupt flag here
 
-    def check_interrupt(self) -> None:
+    def check_cancel(self) -> None:
         self._mm.throw_exception_if_processing_interrupted()
 
-    def free_cache(self) -> None:
+    def release_memory(self) -> None:
         """After an out-of-memory error: the first time, ask ComfyUI to evict every other model it holds on this
         device (a diffusion model of the same workflow, say), keeping ours; then return cached memory."""
-        if self._patcher is not None and not self._evicted:
+        if self._patchers and not self._evicted:
             self._evicted = True
-            keep = [m for m in self._mm.current_loaded_models if m.model is self._patcher]
+            keep = [m for m in self._mm.current_loaded_models if any(m.model is p for p in self._patchers)]
             self._mm.free_memory(float("inf"), self.device, keep_loaded=keep)
         self._mm.soft_empty_cache()

@@ -4,11 +4,24 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from . import task_logic
-from .comfy_host import ComfyRuntime
+from ..core.studio.batches import check_image, check_mask
+from ..core.studio.previews import albedo_batch, depth_preview_batch, normal_map_batch
+from ..core.studio.tasks import TaskOptions, run_tasks
+from . import labels
+from .comfy_host import ComfyHost
 from .compat import NormalData, PointmapData, schema
+from .errors import node_errors
 from .inputs import MASK_TOOLTIP, chunk_size_input, image_input, mask_input, model_input
-from .normal_images import CONVENTIONS, normal_images
+
+NORMALS_NAME = "Sapiens2 Normals"
+ALBEDO_NAME = "Sapiens2 Albedo"
+POINTMAP_NAME = "Sapiens2 Pointmap"
+
+
+def _dense(task: str, model, image, mask, chunk_size: int, host: ComfyHost):
+    """Run one dense task; a connected mask (1 = person) is recorded in each result."""
+    masks = check_mask(mask, check_image(image, ""), "")
+    return run_tasks({task: model}, image, host, TaskOptions(chunk_size=chunk_size), masks=masks)[task]
 
 
 def _common_inputs(task_label: str, task: str) -> list[io.Input]:
@@ -25,7 +38,7 @@ class Sapiens2Normals(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Normals",
-            display_name="Sapiens2 Normals",
+            display_name=NORMALS_NAME,
             search_aliases=["normal map", "surface normals", "controlnet normal"],
             description="Per-pixel unit surface normals in the camera frame, plus a normal-map IMAGE in the "
             "convention you choose (OpenGL, DirectX, ControlNet/BAE, or the raw OpenCV frame).",
@@ -33,8 +46,8 @@ class Sapiens2Normals(io.ComfyNode):
                 *_common_inputs("normal", "normal"),
                 io.Combo.Input(
                     "convention",
-                    options=list(CONVENTIONS),
-                    default=CONVENTIONS[0],
+                    options=list(labels.NORMAL_CONVENTIONS),
+                    default=labels.first(labels.NORMAL_CONVENTIONS),
                     tooltip="How the normal_map IMAGE encodes directions. The 'normals' data output is always the "
                     "OpenCV camera frame (x right, y down, z away from the camera).",
                 ),
@@ -55,12 +68,12 @@ class Sapiens2Normals(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(NORMALS_NAME)
     def execute(cls, model, image, chunk_size, convention, mask=None) -> io.NodeOutput:
-        runtime = ComfyRuntime(cls.hidden.unique_id)
-        batch = task_logic.dense(
-            model, "normal", image, mask=mask, runtime=runtime, chunk_size=chunk_size, node="Sapiens2 Normals"
-        )
-        return io.NodeOutput(batch, normal_images(batch, convention).to(runtime.output_device))
+        host = ComfyHost(cls.hidden.unique_id)
+        batch = _dense("normal", model, image, mask, chunk_size, host)
+        maps = normal_map_batch(batch, labels.lookup(labels.NORMAL_CONVENTIONS, convention, "convention"))
+        return io.NodeOutput(batch, maps.to(host.output_device))
 
 
 class Sapiens2Albedo(io.ComfyNode):
@@ -68,7 +81,7 @@ class Sapiens2Albedo(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Albedo",
-            display_name="Sapiens2 Albedo",
+            display_name=ALBEDO_NAME,
             search_aliases=["albedo", "delight", "base color", "intrinsic"],
             description="Surface colour without lighting (sRGB IMAGE), for relighting and texturing.",
             inputs=_common_inputs("albedo", "albedo"),
@@ -79,12 +92,11 @@ class Sapiens2Albedo(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(ALBEDO_NAME)
     def execute(cls, model, image, chunk_size, mask=None) -> io.NodeOutput:
-        runtime = ComfyRuntime(cls.hidden.unique_id)
-        batch = task_logic.dense(
-            model, "albedo", image, mask=mask, runtime=runtime, chunk_size=chunk_size, node="Sapiens2 Albedo"
-        )
-        return io.NodeOutput(task_logic.albedo_image(batch, runtime.output_device))
+        host = ComfyHost(cls.hidden.unique_id)
+        batch = _dense("albedo", model, image, mask, chunk_size, host)
+        return io.NodeOutput(albedo_batch(batch).to(host.output_device))
 
 
 class Sapiens2Pointmap(io.ComfyNode):
@@ -92,7 +104,7 @@ class Sapiens2Pointmap(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Pointmap",
-            display_name="Sapiens2 Pointmap",
+            display_name=POINTMAP_NAME,
             search_aliases=["depth", "metric depth", "point cloud", "3d"],
             description="Metric 3D point per pixel (camera frame, metres) with the implied camera intrinsics, "
             "plus a depth preview.",
@@ -126,26 +138,14 @@ class Sapiens2Pointmap(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(POINTMAP_NAME)
     def execute(
         cls, model, image, chunk_size, near_is_bright, normalize_per_image, mask=None
     ) -> io.NodeOutput:
-        runtime = ComfyRuntime(cls.hidden.unique_id)
-        batch = task_logic.dense(
-            model,
-            "pointmap",
-            image,
-            mask=mask,
-            runtime=runtime,
-            chunk_size=chunk_size,
-            node="Sapiens2 Pointmap",
-        )
-        preview, valid = task_logic.pointmap_previews(
-            batch,
-            near_bright=near_is_bright,
-            per_image=normalize_per_image,
-            output_device=runtime.output_device,
-        )
-        return io.NodeOutput(batch, preview, valid)
+        host = ComfyHost(cls.hidden.unique_id)
+        batch = _dense("pointmap", model, image, mask, chunk_size, host)
+        preview, valid = depth_preview_batch(batch, near_bright=near_is_bright, per_image=normalize_per_image)
+        return io.NodeOutput(batch, preview.to(host.output_device), valid.to(host.output_device))
 
 
 NODES = [Sapiens2Normals, Sapiens2Albedo, Sapiens2Pointmap]

@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import os
-import sys
 
 from comfy_api.latest import io, ui
 
-from . import export_logic
-from .comfy_host import ComfyRuntime
-from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+from ..core.formats.exr import require_openexr
+from ..core.studio import exports
+from ..core.studio.batches import TaskBatch
+from ..core.studio.capture import capture_frames
+from .comfy_host import ComfyHost
+from .compat import (
+    MattingData,
+    NormalData,
+    PointmapData,
+    PoseData,
+    SegData,
+    file3d_output_type,
+    make_file3d,
+    schema,
+)
+from .errors import node_errors
 from .inputs import filename_prefix_input
-from .types import TaskBatch
+
+BUNDLE_NAME = "Sapiens2 Save Capture Bundle"
+MESH_NAME = "Sapiens2 Export Mesh"
 
 
 def _output_target(prefix: str, width: int, height: int) -> tuple[str, str, str]:
@@ -34,10 +48,10 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2SaveCaptureBundle",
-            display_name="Sapiens2 Save Capture Bundle",
+            display_name=BUNDLE_NAME,
             search_aliases=["blender", "exr", "export", "capture"],
             description="Writes a capture bundle (EXR layers + JSON: image, pointmap, normals, albedo, seg, mask, "
-            "camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
+            "matte, camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
             "sequence. Needs the 'openexr' package.",
             inputs=[
                 io.Image.Input(
@@ -59,6 +73,11 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                 io.Float.Input(
                     "fps", default=24.0, min=0.01, max=1000.0, step=0.01, tooltip="Frame rate of a sequence."
                 ),
+                MattingData.Input(
+                    "matting",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Matte (from Sapiens2 Matte): the bundle's alpha and foreground layer.",
+                ),
             ],
             outputs=[
                 io.String.Output(
@@ -70,6 +89,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(BUNDLE_NAME)
     def execute(
         cls,
         image,
@@ -81,17 +101,19 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         albedo=None,
         pointmap=None,
         mask=None,
+        matting=None,
     ) -> io.NodeOutput:
-        export_logic.require_exr_support(sys.executable)
-        frames = export_logic.capture_frames(
-            image, pose=pose, seg=seg, normals=normals, albedo=albedo, pointmap=pointmap, mask=mask
-        )
+        require_openexr()  # before any work
+        host = ComfyHost(cls.hidden.unique_id)
+        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
+        frames = capture_frames(image, batches, albedo_image=albedo, mask=mask, host=host)
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
-        path = export_logic.save_capture_bundle(
-            folder, name, frames, fps=fps, runtime=ComfyRuntime(cls.hidden.unique_id)
-        )
+        path = exports.save_capture_bundle(folder, name, frames, fps=fps, host=host)
         relative = _relative(str(path), subfolder)
-        return io.NodeOutput(relative, ui=ui.PreviewText(f"saved {relative} ({len(frames)} frame(s))"))
+        text = "\n".join(
+            [f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)]
+        )
+        return io.NodeOutput(relative, ui=ui.PreviewText(text))
 
 
 class Sapiens2ExportMesh(io.ComfyNode):
@@ -113,14 +135,16 @@ class Sapiens2ExportMesh(io.ComfyNode):
             )
         return schema(
             node_id="Sapiens2ExportMesh",
-            display_name="Sapiens2 Export Mesh",
+            display_name=MESH_NAME,
             search_aliases=["glb", "ply", "mesh", "3d export", "point cloud"],
             description="Triangulates the pointmap into a coloured mesh (depth-jump edges dropped) and saves it as "
-            "GLB (y-up, for viewers) or PLY (OpenCV camera frame, like the bundle).",
+            "GLB (colours as a texture) or PLY (vertex colours), both y-up (glTF frame: the camera looks down -z).",
             inputs=[
                 PointmapData.Input("pointmap", tooltip="Output of 'Sapiens2 Pointmap'."),
                 io.Image.Input(
-                    "image", optional=True, tooltip="Vertex colours (the image the pointmap came from)."
+                    "image",
+                    optional=True,
+                    tooltip="Colours: the image the pointmap came from (GLB: its texture, PLY: vertex colours).",
                 ),
                 io.Mask.Input(
                     "mask", optional=True, tooltip="Keep only these pixels (default: the pointmap's mask)."
@@ -129,7 +153,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
                     "normals", optional=True, tooltip="Per-vertex normals from 'Sapiens2 Normals'."
                 ),
                 io.Combo.Input(
-                    "format", options=list(export_logic.MESH_FORMATS), default="glb", tooltip="File type."
+                    "format", options=list(exports.MESH_FORMATS), default="glb", tooltip="File type."
                 ),
                 filename_prefix_input("sapiens2/mesh"),
                 io.Float.Input(
@@ -146,12 +170,13 @@ class Sapiens2ExportMesh(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(MESH_NAME)
     def execute(
         cls, pointmap, format, filename_prefix, max_edge_ratio, image=None, mask=None, normals=None
     ) -> io.NodeOutput:
         width, height = pointmap.size if isinstance(pointmap, TaskBatch) and len(pointmap) else (0, 0)
         folder, name, subfolder = _output_target(filename_prefix, width, height)
-        paths = export_logic.export_meshes(
+        paths = exports.export_meshes(
             pointmap,
             folder,
             name,

@@ -4,8 +4,29 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from . import comfy_host, loader_logic
+from ..core import catalogue
+from ..core.checkpoints import hub
+from ..core.studio import execution, models
+from ..core.studio.models import file_fingerprint
+from . import comfy_host
 from .compat import Sapiens2Model, schema
+from .errors import node_errors
+
+DISPLAY_NAME = "Load Sapiens2 Model"
+DOWNLOAD_TASKS = (*catalogue.TASKS, catalogue.PRETRAIN)
+# Released task sizes first (what people pick), then the backbone-only sizes.
+DOWNLOAD_SIZES = (
+    *catalogue.TASK_SIZES_RELEASED,
+    *(s for s in catalogue.SIZES if s not in catalogue.TASK_SIZES_RELEASED),
+)
+
+
+def _download_target(task: str, size: str) -> str | None:
+    """Where the download entry keeps task/size under models/sapiens2 (None where no official file exists)."""
+    try:
+        return str(hub.local_checkpoint_path(task, size, home=comfy_host.model_folders()[0]))
+    except hub.HubError:
+        return None
 
 
 class Sapiens2ModelLoader(io.ComfyNode):
@@ -14,17 +35,17 @@ class Sapiens2ModelLoader(io.ComfyNode):
         files = comfy_host.checkpoint_names()
         return schema(
             node_id="Sapiens2ModelLoader",
-            display_name="Load Sapiens2 Model",
+            display_name=DISPLAY_NAME,
             search_aliases=["sapiens", "sapiens2 loader", "human model"],
             description=(
-                "Loads a Sapiens2 checkpoint (pose, seg, normal, albedo or pointmap; any size) from models/sapiens2. "
+                f"Loads a Sapiens2 checkpoint ({', '.join(catalogue.TASKS)}; any size) from models/sapiens2. "
                 "The architecture and task are read from the weights. The model joins ComfyUI's memory management."
             ),
             inputs=[
                 io.Combo.Input(
                     "checkpoint",
-                    options=[*files, loader_logic.DOWNLOAD_CHOICE],
-                    default=files[0] if files else loader_logic.DOWNLOAD_CHOICE,
+                    options=[*files, comfy_host.DOWNLOAD_CHOICE],
+                    default=files[0] if files else comfy_host.DOWNLOAD_CHOICE,
                     tooltip=(
                         "A .safetensors file in models/sapiens2 (subfolders are fine), or the download entry to "
                         "fetch the official file chosen by task and size (sha256-verified)."
@@ -32,25 +53,25 @@ class Sapiens2ModelLoader(io.ComfyNode):
                 ),
                 io.Combo.Input(
                     "download_task",
-                    options=list(loader_logic.DOWNLOAD_TASKS),
+                    options=list(DOWNLOAD_TASKS),
                     default="pose",
                     tooltip="Task to download when 'checkpoint' is the download entry; ignored otherwise.",
                 ),
                 io.Combo.Input(
                     "download_size",
-                    options=list(loader_logic.DOWNLOAD_SIZES),
+                    options=list(DOWNLOAD_SIZES),
                     default="1b",
                     tooltip="Model size to download (0.4b fastest, 5b best); ignored for a local checkpoint.",
                 ),
                 io.Combo.Input(
                     "dtype",
-                    options=list(loader_logic.DTYPE_CHOICES),
+                    options=list(execution.DTYPE_CHOICES),
                     default="auto",
                     tooltip="auto: bf16 on GPUs that support it (as trained), fp16 on other GPUs, fp32 on the CPU.",
                 ),
                 io.Combo.Input(
                     "attention",
-                    options=list(loader_logic.ATTENTION_CHOICES),
+                    options=list(execution.ATTENTION_CHOICES),
                     default="auto",
                     tooltip="auto/sdpa: PyTorch fused attention (auto pads the 5B's head size for fast kernels); "
                     "math: the slow reference path, for debugging.",
@@ -75,36 +96,32 @@ class Sapiens2ModelLoader(io.ComfyNode):
     @classmethod
     def fingerprint_inputs(cls, checkpoint, download_task, download_size, **_) -> str:
         """Size and mtime of the file: an unchanged checkpoint stays cached, a replaced one loads again."""
-        if checkpoint == loader_logic.DOWNLOAD_CHOICE:
-            path = loader_logic.download_target(download_task, download_size, comfy_host.model_folders()[0])
-        else:
-            path = comfy_host.find_checkpoint(checkpoint)
-        return loader_logic.checkpoint_fingerprint(path)
+        if checkpoint == comfy_host.DOWNLOAD_CHOICE:
+            return file_fingerprint(_download_target(download_task, download_size))
+        return file_fingerprint(comfy_host.find_checkpoint(checkpoint))
 
     @classmethod
+    @node_errors(DISPLAY_NAME)
     def execute(cls, checkpoint, download_task, download_size, dtype, attention, compile) -> io.NodeOutput:
-        if checkpoint == loader_logic.DOWNLOAD_CHOICE:
-            folder = comfy_host.model_folders()[0]
-            path = str(loader_logic.download(download_task, download_size, folder))
+        folder = comfy_host.model_folders()[0]
+        if checkpoint == comfy_host.DOWNLOAD_CHOICE:
+            path = str(hub.ensure_checkpoint(download_task, download_size, home=folder))
         else:
             path = comfy_host.resolve_checkpoint(checkpoint)
         compute = comfy_host.compute_device()
-        loaded = loader_logic.load_sapiens2(
+        loaded = models.load(
             path,
-            name=checkpoint if checkpoint != loader_logic.DOWNLOAD_CHOICE else None,
+            device=compute,
             dtype=dtype,
             attention=attention,
-            compile_model=compile,
-            compute=compute,
+            compile=compile,
             storage=comfy_host.offload_device(),
             bf16_supported=comfy_host.supports_bf16(compute),
+            name=checkpoint if checkpoint != comfy_host.DOWNLOAD_CHOICE else None,
+            hash_cache_dir=folder,
         )
-        loaded.patcher = comfy_host.make_patcher(loaded.model)
-        info = (
-            f"{loaded.describe()}\n{loaded.spec.describe()}\n"
-            f"dtype {str(loaded.dtype).removeprefix('torch.')}, attention {loaded.attention}, "
-            f"compile {'on' if compile else 'off'}, compute device {compute}"
-        )
+        loaded.host_handle = comfy_host.make_patcher(loaded.model)
+        info = f"{loaded.describe()}\n{loaded.spec.describe()}\n{loaded.plan.describe()}"
         return io.NodeOutput(loaded, info)
 
 

@@ -6,10 +6,19 @@ import json
 
 from comfy_api.latest import io
 
-from . import pose_logic, task_logic
-from .comfy_host import ComfyRuntime
+from ..core.formats.keypoints import to_pose_keypoint
+from ..core.studio.batches import check_image
+from ..core.studio.boxes import boxes_per_image
+from ..core.studio.drawing import render_poses
+from ..core.studio.tasks import TaskOptions, run_tasks
+from . import labels
+from .comfy_host import ComfyHost
 from .compat import PoseData, PoseKeypoint, bounding_box_input, schema
+from .errors import node_errors
 from .inputs import chunk_size_input, image_input, model_input, score_threshold_input
+
+POSE_NAME = "Sapiens2 Pose"
+DRAW_NAME = "Sapiens2 Draw Pose"
 
 
 class Sapiens2Pose(io.ComfyNode):
@@ -17,7 +26,7 @@ class Sapiens2Pose(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Pose",
-            display_name="Sapiens2 Pose",
+            display_name=POSE_NAME,
             search_aliases=["openpose", "pose estimation", "keypoints", "dwpose", "controlnet pose"],
             description=(
                 "308-keypoint whole-body pose (body, feet, hands, face). Top-down: people are found from the "
@@ -46,26 +55,29 @@ class Sapiens2Pose(io.ComfyNode):
                 ),
                 io.Combo.Input(
                     "keypoint_format",
-                    options=list(pose_logic.FLAVOURS),
-                    default=pose_logic.FLAVOURS[0],
-                    tooltip="core: real scores + feet (ComfyUI SDPose style). controlnet_aux: confidence 1/0 as "
-                    "DWPose writes it, so controlnet_aux's render/edit nodes draw every point above the threshold.",
+                    options=list(labels.POSE_FORMATS),
+                    default=labels.first(labels.POSE_FORMATS),
+                    tooltip="openpose: confidence 1 for a point scored above the threshold, else 0, plus feet: "
+                    "ComfyUI's SDPose nodes and controlnet_aux's render/edit nodes both draw every such point. "
+                    "core: the real scores (controlnet_aux draws only points scored 1). controlnet_aux: openpose "
+                    "without the feet, as DWPose writes it.",
                 ),
                 io.Combo.Input(
                     "neck_mode",
-                    options=list(pose_logic.NECK_MODES),
-                    default=pose_logic.NECK_MODES[0],
+                    options=list(labels.NECK_MODES),
+                    default=labels.first(labels.NECK_MODES),
                     tooltip="OpenPose neck point: the shoulder midpoint (what ControlNet-OpenPose was trained on) "
-                    "or Sapiens2's anatomical neck; auto = midpoint for controlnet_aux, anatomical for core.",
+                    "or Sapiens2's anatomical neck; auto = anatomical for core, the midpoint otherwise.",
                 ),
                 score_threshold_input(
-                    "controlnet_aux format: keypoints below this score are written as missing (0, 0, 0)."
+                    "openpose and controlnet_aux formats: keypoints scored below this get confidence 0 "
+                    "(missing); they keep their position."
                 ),
                 chunk_size_input(4),
                 io.Combo.Input(
                     "when_nobody_found",
-                    options=list(pose_logic.NOBODY),
-                    default=pose_logic.NOBODY[0],
+                    options=list(labels.NOBODY),
+                    default=labels.first(labels.NOBODY),
                     optional=True,  # added later: saved API prompts without it keep working
                     tooltip="A frame where seg_model finds no person: take the whole image as one person (right "
                     "for single-person crops) or give no people (right for videos where people leave the frame).",
@@ -85,6 +97,7 @@ class Sapiens2Pose(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(POSE_NAME)
     def execute(
         cls,
         model,
@@ -94,22 +107,27 @@ class Sapiens2Pose(io.ComfyNode):
         neck_mode,
         score_threshold,
         chunk_size,
-        when_nobody_found=pose_logic.NOBODY[0],
+        when_nobody_found=labels.NOBODY_DEFAULT,
         bboxes=None,
         seg_model=None,
     ) -> io.NodeOutput:
-        batch = task_logic.pose(
-            model,
-            image,
-            bboxes=bboxes,
-            seg_model=seg_model,
-            flip_test=flip_test,
-            when_nobody=when_nobody_found,
-            runtime=ComfyRuntime(cls.hidden.unique_id),
+        b, h, w = check_image(image, "").shape[:3]
+        boxes = boxes_per_image(bboxes, b, w, h)
+        models = {"pose": model}
+        if seg_model is not None and (boxes is None or any(not frame for frame in boxes)):
+            models["seg"] = seg_model  # finds the people of the frames without boxes
+        options = TaskOptions(
             chunk_size=chunk_size,
+            flip_test=flip_test,
+            if_no_person=labels.lookup(labels.NOBODY, when_nobody_found, "when_nobody_found"),
+            boxes=boxes,
         )
-        frames = pose_logic.pose_keypoint_frames(
-            batch, flavour=keypoint_format, neck_mode=neck_mode, threshold=score_threshold
+        batch = run_tasks(models, image, ComfyHost(cls.hidden.unique_id), options)["pose"]
+        frames = to_pose_keypoint(
+            batch.results,
+            flavor=labels.lookup(labels.POSE_FORMATS, keypoint_format, "keypoint format"),
+            neck=labels.lookup(labels.NECK_MODES, neck_mode, "neck mode"),
+            score_threshold=score_threshold,
         )
         return io.NodeOutput(frames, batch, ui={"openpose_json": [json.dumps(frames)]})
 
@@ -119,10 +137,11 @@ class Sapiens2DrawPose(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2DrawPose",
-            display_name="Sapiens2 Draw Pose",
+            display_name=DRAW_NAME,
             search_aliases=["render pose", "openpose image", "skeleton"],
-            description="Renders POSE_KEYPOINT as an OpenPose skeleton image (for ControlNet), or the raw 308 "
-            "keypoints with the full Sapiens2 skeleton.",
+            description="Renders POSE_KEYPOINT as an OpenPose skeleton image, drawn like the images OpenPose "
+            "ControlNets were trained on (limb ellipses, colours, hands, face), or the raw 308 keypoints with the "
+            "full Sapiens2 skeleton.",
             inputs=[
                 PoseKeypoint.Input("keypoints", optional=True, tooltip="POSE_KEYPOINT from any pose node."),
                 PoseData.Input(
@@ -132,14 +151,35 @@ class Sapiens2DrawPose(io.ComfyNode):
                 io.Boolean.Input("draw_body", default=True, tooltip="Body limbs and joints."),
                 io.Boolean.Input("draw_hands", default=True, tooltip="Hand skeletons."),
                 io.Boolean.Input("draw_face", default=True, tooltip="Face points."),
-                io.Int.Input("stick_width", default=4, min=1, max=64, tooltip="Limb thickness in pixels."),
-                io.Int.Input("point_radius", default=4, min=1, max=64, tooltip="Joint dot radius in pixels."),
+                io.Int.Input(
+                    "stick_width",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Half the width of the limb ellipses in pixels (OpenPose: 4); hand bones are half as "
+                    "wide.",
+                ),
+                io.Int.Input(
+                    "point_radius",
+                    default=4,
+                    min=1,
+                    max=64,
+                    tooltip="Joint dot radius in pixels (OpenPose: 4); face dots are 1 pixel smaller.",
+                ),
                 score_threshold_input("Hide points scored below."),
+                io.Boolean.Input(
+                    "draw_feet",
+                    default=False,
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Foot points of POSE_KEYPOINT input. Off for ControlNet: OpenPose ControlNets were "
+                    "trained without feet.",
+                ),
             ],
             outputs=[io.Image.Output(id="pose_image", display_name="image", tooltip="The rendered pose(s).")],
         )
 
     @classmethod
+    @node_errors(DRAW_NAME)
     def execute(
         cls,
         draw_body,
@@ -148,22 +188,24 @@ class Sapiens2DrawPose(io.ComfyNode):
         stick_width,
         point_radius,
         score_threshold,
+        draw_feet=False,
         keypoints=None,
         pose=None,
         image=None,
     ) -> io.NodeOutput:
-        rendered = pose_logic.render(
+        rendered = render_poses(
             keypoints=keypoints,
             pose=pose,
             image=image,
             body=draw_body,
             hands=draw_hands,
             face=draw_face,
+            feet=draw_feet,
             stick_width=stick_width,
             point_radius=point_radius,
             threshold=score_threshold,
         )
-        return io.NodeOutput(rendered.to(ComfyRuntime().output_device))
+        return io.NodeOutput(rendered.to(ComfyHost().output_device))
 
 
 NODES = [Sapiens2Pose, Sapiens2DrawPose]

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from comfy_api.latest import io, ui
 
-from . import relight_logic
-from .comfy_host import ComfyRuntime
+from ..core.studio import relighting
+from .comfy_host import ComfyHost
 from .compat import Lights, NormalData, PointmapData, schema
+from .errors import node_errors
+
+LIGHT_NAME = "Sapiens2 Directional Light"
+RELIGHT_NAME = "Sapiens2 Relight"
 
 
 class Sapiens2DirectionalLight(io.ComfyNode):
@@ -14,7 +18,7 @@ class Sapiens2DirectionalLight(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2DirectionalLight",
-            display_name="Sapiens2 Directional Light",
+            display_name=LIGHT_NAME,
             search_aliases=["light", "sun", "key light", "relight"],
             description="A light at infinity, placed as seen from the camera. Chain several into one 'lights'.",
             inputs=[
@@ -54,9 +58,10 @@ class Sapiens2DirectionalLight(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(LIGHT_NAME)
     def execute(cls, azimuth, elevation, color, intensity, lights=None) -> io.NodeOutput:
-        chain = relight_logic.add_light(lights, azimuth, elevation, color, intensity)
-        return io.NodeOutput(chain, ui=ui.PreviewText(relight_logic.describe_lights(chain)))
+        chain = relighting.add_light(lights, azimuth, elevation, color, intensity)
+        return io.NodeOutput(chain, ui=ui.PreviewText(relighting.describe_lights(chain)))
 
 
 class Sapiens2Relight(io.ComfyNode):
@@ -64,7 +69,7 @@ class Sapiens2Relight(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Relight",
-            display_name="Sapiens2 Relight",
+            display_name=RELIGHT_NAME,
             search_aliases=["relight", "lighting", "shading", "hdri", "ic-light light map"],
             description=(
                 "Relights a person from Sapiens2 normals: Lambert + optional specular under directional lights, an "
@@ -84,7 +89,8 @@ class Sapiens2Relight(io.ComfyNode):
                 io.Mask.Input(
                     "mask",
                     optional=True,
-                    tooltip="Where to relight (1 = person). Default: the normals' own mask or non-zero normals.",
+                    tooltip="Where to relight (1 = person); a soft alpha (Sapiens2 Matte's 'alpha') gives soft "
+                    "edges. Default: the normals' own mask or non-zero normals.",
                 ),
                 Lights.Input(
                     "lights", optional=True, tooltip="Directional lights ('Sapiens2 Directional Light')."
@@ -169,6 +175,13 @@ class Sapiens2Relight(io.ComfyNode):
                     optional=True,
                     tooltip="New background behind the relit person (same size); default: the original photo.",
                 ),
+                io.Image.Input(
+                    "foreground",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Straight foreground colour from 'Sapiens2 Matte' (connect its 'alpha' to 'mask'): the "
+                    "surface colour without the old background mixed into soft edges. Ignored when 'albedo' is "
+                    "connected.",
+                ),
             ],
             outputs=[
                 io.Image.Output(
@@ -186,6 +199,7 @@ class Sapiens2Relight(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(RELIGHT_NAME)
     def execute(
         cls,
         normals,
@@ -206,8 +220,9 @@ class Sapiens2Relight(io.ComfyNode):
         environment=None,
         pointmap=None,
         background=None,
+        foreground=None,
     ) -> io.NodeOutput:
-        settings = relight_logic.RelightSettings(
+        settings = relighting.RelightSettings(
             environment_intensity=environment_intensity,
             environment_rotation=environment_rotation,
             environment_is_linear=environment_is_linear,
@@ -219,7 +234,7 @@ class Sapiens2Relight(io.ComfyNode):
             shadow_softness=shadow_softness,
             exposure=exposure,
         )
-        relit, light_map = relight_logic.relight_batch(
+        relit, light_map = relighting.relight_batch(
             normals,
             image,
             lights=tuple(lights or ()),
@@ -229,7 +244,8 @@ class Sapiens2Relight(io.ComfyNode):
             environment=environment,
             pointmap=pointmap,
             background=background,
-            runtime=ComfyRuntime(cls.hidden.unique_id),
+            foreground=foreground,
+            host=ComfyHost(cls.hidden.unique_id),
         )
         return io.NodeOutput(relit, light_map)
 

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from . import mask_logic, task_logic
-from .comfy_host import ComfyRuntime
+from ..core.studio import masks
+from ..core.studio.batches import check_image
+from ..core.studio.previews import seg_preview_batch
+from ..core.studio.tasks import TaskOptions, run_tasks
+from .comfy_host import ComfyHost
 from .compat import SegData, schema
+from .errors import node_errors
 from .inputs import chunk_size_input, image_input, model_input
+
+SEGMENT_NAME = "Sapiens2 Segment"
+MASK_NAME = "Sapiens2 Body-Part Mask"
 
 
 class Sapiens2Segment(io.ComfyNode):
@@ -15,7 +22,7 @@ class Sapiens2Segment(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2Segment",
-            display_name="Sapiens2 Segment",
+            display_name=SEGMENT_NAME,
             search_aliases=["human parsing", "body parts", "clothes segmentation", "person mask"],
             description="29-class body-part segmentation (clothes, skin parts, hair, face, hands, ...) at the "
             "image's own resolution.",
@@ -41,11 +48,15 @@ class Sapiens2Segment(io.ComfyNode):
         )
 
     @classmethod
+    @node_errors(SEGMENT_NAME)
     def execute(cls, model, image, chunk_size) -> io.NodeOutput:
-        seg, preview, person = task_logic.segment(
-            model, image, runtime=ComfyRuntime(cls.hidden.unique_id), chunk_size=chunk_size
+        host = ComfyHost(cls.hidden.unique_id)
+        rgb = check_image(image, "")
+        seg = run_tasks({"seg": model}, rgb, host, TaskOptions(chunk_size=chunk_size))["seg"]
+        preview = seg_preview_batch(seg, rgb, opacity=0.6)
+        return io.NodeOutput(
+            seg, preview.to(host.output_device), masks.foreground_masks(seg).to(host.output_device)
         )
-        return io.NodeOutput(seg, preview, person)
 
 
 class Sapiens2BodyPartMask(io.ComfyNode):
@@ -53,7 +64,7 @@ class Sapiens2BodyPartMask(io.ComfyNode):
     def define_schema(cls) -> io.Schema:
         return schema(
             node_id="Sapiens2BodyPartMask",
-            display_name="Sapiens2 Body-Part Mask",
+            display_name=MASK_NAME,
             search_aliases=["garment mask", "try-on mask", "clothes mask", "inpaint mask", "skin mask"],
             description="A MASK of chosen body parts: try-on presets (clothes + the skin they may uncover, never "
             "hands or face), named groups, or single classes; with grow/shrink, feather and invert.",
@@ -61,7 +72,7 @@ class Sapiens2BodyPartMask(io.ComfyNode):
                 SegData.Input("seg", tooltip="Output of 'Sapiens2 Segment'."),
                 io.Combo.Input(
                     "preset",
-                    options=list(mask_logic.PRESETS),
+                    options=list(masks.PRESETS),
                     default="upper_clothes",
                     tooltip="tryon_upper/lower/full: areas a garment swap repaints. Others: named groups "
                     "(upper_clothes, skin, arms_without_hands, hands, face, hair, ...). 'custom': only 'classes'.",
@@ -102,13 +113,23 @@ class Sapiens2BodyPartMask(io.ComfyNode):
                     tooltip="0 = everyone. 1 = only the largest person, 2 = the second largest, ... (people are "
                     "connected body regions, as Pose finds them); a frame with fewer people gives an empty mask.",
                 ),
+                io.Mask.Input(
+                    "person_mask",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Soft person alpha, e.g. 'alpha' of Sapiens2 Matte (same size as the image): where the "
+                    "selected parts meet the background, the mask's edge follows it (hair strands, motion blur) "
+                    "instead of the segmentation's hard edge. Applied before grow, feather and invert.",
+                ),
             ],
             outputs=[io.Mask.Output(id="mask", display_name="mask", tooltip="1 = selected parts.")],
         )
 
     @classmethod
-    def execute(cls, seg, preset, classes, exclude, grow, feather, invert, person=0) -> io.NodeOutput:
-        mask = mask_logic.body_part_mask(
+    @node_errors(MASK_NAME)
+    def execute(
+        cls, seg, preset, classes, exclude, grow, feather, invert, person=0, person_mask=None
+    ) -> io.NodeOutput:
+        mask = masks.body_part_mask(
             seg,
             preset=preset,
             classes=classes,
@@ -117,7 +138,8 @@ class Sapiens2BodyPartMask(io.ComfyNode):
             feather=feather,
             invert=invert,
             person=person,
-            output_device=ComfyRuntime().output_device,
+            matte=person_mask,
+            output_device=ComfyHost().output_device,
         )
         return io.NodeOutput(mask)
 

@@ -44,8 +44,8 @@ def checkpoint_keys_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     """One tiny official-layout .safetensors file per task (written once per session)."""
-    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     folder = tmp_path_factory.mktemp("tiny_checkpoints")
-    tasks = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+    tasks = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap", "matting")
     return {t: write_synthetic_checkpoint(folder / f"tiny_{t}.safetensors", task=t) for t in tasks}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,13 +14,13 @@ OpenEXR = pytest.importorskip("OpenEXR")
 from sapiens2_studio.core.formats.bundle import (  # noqa: E402
     BundleError,
     CaptureFrame,
+    LegacyNormalsWarning,
     read_bundle,
-    read_sequence,
     sanitize_name,
     write_bundle,
-    write_sequence,
 )
 from sapiens2_studio.core.formats.exr import linear_to_srgb, srgb_to_linear  # noqa: E402
+from sapiens2_studio.core.formats.sequence import read_sequence, write_sequence  # noqa: E402
 
 H, W = 24, 32
 
@@ -104,9 +105,9 @@ def test_round_trip_all_layers(tmp_path: Path) -> None:
 
 def test_json_matches_contract(tmp_path: Path) -> None:
     doc = json.loads(write_bundle(tmp_path, "c", _frame()).read_text(encoding="utf-8"))
-    assert doc["format"] == "sapiens2-capture" and doc["version"] == "1.0"
+    assert doc["format"] == "sapiens2-capture" and doc["version"] == "1.1"
     assert doc["exr"] == "c.exr" and doc["frame"] is None
-    assert doc["layers"] == ["rgba", "P", "N", "albedo", "seg", "mask"]
+    assert doc["layers"] == ["rgba", "depth", "P", "N", "albedo", "segmentation", "person_mask"]
     assert doc["conventions"]["camera_frame"] == "opencv" and doc["conventions"]["units"] == "meters"
     assert len(doc["keypoint_names"]) == 308 and len(doc["skeleton"]) == 65 and len(doc["seg_classes"]) == 29
     assert doc["seg_classes"][0] == {"id": 0, "name": "Background", "color_rgb": [50, 50, 50]}
@@ -117,6 +118,8 @@ def test_json_matches_contract(tmp_path: Path) -> None:
 
 def test_second_reader_openexr_api(tmp_path: Path) -> None:
     """Read the EXR with OpenEXR's own API: channel names, pixel types, row order and colour encoding."""
+    from sapiens2_studio.core.formats import bundle as bundle_mod
+
     frame = _frame()
     write_bundle(tmp_path, "shot", frame)
     with OpenEXR.File(str(tmp_path / "shot.exr"), separate_channels=True) as exr:
@@ -124,27 +127,30 @@ def test_second_reader_openexr_api(tmp_path: Path) -> None:
         channels = {name: np.array(ch.pixels) for name, ch in exr.channels().items()}
     assert header["compression"] == OpenEXR.ZIP_COMPRESSION
     assert header["type"] == OpenEXR.scanlineimage
-    assert header["sapiens2Capture"] == "1.0"
+    assert header["sapiens2Capture"] == "1.1"
     expected = {
-        "R",
-        "G",
-        "B",
-        "A",
-        "P.X",
-        "P.Y",
-        "P.Z",
-        "N.X",
-        "N.Y",
-        "N.Z",
-        "albedo.R",
-        "albedo.G",
-        "albedo.B",
-    }
-    assert set(channels) == expected | {"seg", "mask"}
-    assert channels["P.X"].dtype == np.float32 and channels["seg"].dtype == np.float32
+        "R", "G", "B", "A", "Z", "P.X", "P.Y", "P.Z", "P.A", "N.X", "N.Y", "N.Z", "albedo.R", "albedo.G",
+        "albedo.B", "seg.id", "mask.A",
+    }  # fmt: skip
+    assert set(channels) == expected
+    assert channels["P.X"].dtype == np.float32 and channels["seg.id"].dtype == np.float32
+    assert channels["Z"].dtype == np.float32 and channels["P.A"].dtype == np.float16
     assert channels["N.Z"].dtype == np.float16 and channels["R"].dtype == np.float16
+    for layer, names in bundle_mod._LAYER_CHANNELS.items():  # every layer as the one encoding table says
+        names = [n for n in names if n != "P.A"]  # P's validity channel is stored like a mask
+        if all(n in channels for n in names):
+            assert {channels[n].dtype for n in names} == {
+                np.dtype(bundle_mod.LAYER_ENCODING.pixel_types[layer])
+            }
     for i, axis in enumerate("XYZ"):  # catches non-contiguous views written as raw memory
         np.testing.assert_array_equal(channels[f"P.{axis}"], frame.points[..., i])
+    # depth = P.Z; pixels without a point (here the background pixel (0, 0)) are 0 in P and Z and 0 in P.A
+    np.testing.assert_array_equal(channels["Z"], frame.points[..., 2])
+    valid = frame.points[..., 2] > 0
+    assert not valid[0, 0] and valid.sum() == H * W - 1
+    np.testing.assert_array_equal(channels["P.A"], valid.astype(np.float16))
+    np.testing.assert_array_equal(channels["seg.id"], frame.seg)
+    np.testing.assert_array_equal(channels["mask.A"], frame.mask)
     # row 0 = top row; R is scene-linear
     expected_r = srgb_to_linear(frame.image[..., 0] / 255.0)
     np.testing.assert_allclose(channels["R"].astype(np.float32), expected_r, atol=1e-3)
@@ -262,7 +268,7 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
 def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sapiens2_studio.core.formats import bundle as bundle_mod
 
-    def failing_write(path, channels, attributes=None):
+    def failing_write(path, channels, attributes=None, **options):
         Path(path).write_bytes(b"half")  # simulate a crash after a partial write
         raise OSError("disk full")
 
@@ -290,3 +296,136 @@ def test_no_nan_reaches_the_exr(tmp_path: Path) -> None:
     with OpenEXR.File(str(tmp_path / "nan.exr"), separate_channels=True) as exr:
         for name, channel in exr.channels().items():
             assert np.isfinite(channel.pixels).all(), name
+
+
+# ------------------------------------------------------------------------------------------ versions 1.0 / 1.1
+
+
+def _as_version_1_0(path: Path) -> None:
+    """Relabel a written bundle as version 1.0 (what earlier writers produced, apart from the normals)."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["version"] = "1.0"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def _legacy_frame(seed: int = 0) -> tuple[CaptureFrame, np.ndarray]:
+    """A frame holding what a 1.0 writer stored (the model's OpenGL-frame normals), and the OpenCV truth."""
+    frame = _frame(seed)
+    truth = frame.normals.astype(np.float16).astype(np.float32)  # the EXR keeps normals as half floats
+    frame.normals = frame.normals * np.array([1.0, -1.0, -1.0], np.float32)
+    return frame, truth
+
+
+def _with_1_0_channels(path: Path) -> None:
+    """Rewrite a bundle's EXR with the channels a 1.0 writer made: bare `seg` and `mask`, no `Z`, no `P.A`."""
+    from sapiens2_studio.core.formats.exr import read_exr, write_exr
+
+    exr = path.with_suffix(".exr")
+    channels, _ = read_exr(exr)
+    renamed = {
+        {"seg.id": "seg", "mask.A": "mask"}.get(k, k): v for k, v in channels.items() if k not in ("Z", "P.A")
+    }
+    write_exr(exr, renamed, {"sapiens2Capture": "1.0"})
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["layers"] = [layer for layer in doc["layers"] if layer != "depth"]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_version_1_0_channel_names_are_read(tmp_path: Path) -> None:
+    frame = _frame()
+    new = read_bundle(write_bundle(tmp_path, "new", frame))
+    old_path = write_bundle(tmp_path, "old", frame)
+    _with_1_0_channels(old_path)
+    _as_version_1_0(old_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LegacyNormalsWarning)
+        old = read_bundle(old_path)
+    for name in ("points", "seg", "mask", "image", "albedo"):
+        np.testing.assert_array_equal(getattr(old, name), getattr(new, name))
+
+
+def test_version_1_1_declares_opencv_normals_and_reads_them_unchanged(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "new", _frame())
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["version"] == "1.1" and doc["conventions"]["normals_frame"] == "opencv" and "checks" not in doc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        back = read_bundle(path)
+    assert back.notes == [] and back.checks is None
+    np.testing.assert_array_equal(back.normals, _frame().normals.astype(np.float16).astype(np.float32))
+
+
+def test_version_1_0_normals_are_converted_with_one_warning(tmp_path: Path) -> None:
+    frame, truth = _legacy_frame()
+    path = write_bundle(tmp_path, "old", frame)
+    _as_version_1_0(path)
+    with pytest.warns(
+        LegacyNormalsWarning, match=r"old\.json: capture bundle version 1\.0 .*\(y and z negated\)"
+    ):
+        back = read_bundle(path)
+    np.testing.assert_array_equal(back.normals, truth)
+    assert (
+        back.version == "1.0"
+        and len(back.notes) == 1
+        and "Re-export it to write version 1.1" in back.notes[0]
+    )
+    np.testing.assert_array_equal(back.points, frame.points)  # nothing else changes
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = read_bundle(path, warn=False)
+    assert quiet.notes == back.notes
+    no_normals = write_bundle(tmp_path, "old_points", CaptureFrame(W, H, points=frame.points))
+    _as_version_1_0(no_normals)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_bundle(no_normals).notes == []  # nothing to convert, nothing to say
+
+
+def test_a_1_0_sequence_warns_once_and_converts_every_frame(tmp_path: Path) -> None:
+    pairs = [_legacy_frame(seed) for seed in range(3)]
+    index = write_sequence(tmp_path, "old", [f for f, _ in pairs])
+    for path in sorted(tmp_path.glob("old_*.json")):
+        _as_version_1_0(path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # so only the reader's own bookkeeping can make it "once"
+        frames = list(read_sequence(index))
+    assert [type(w.message) for w in caught] == [LegacyNormalsWarning]
+    for frame, (_, truth) in zip(frames, pairs):
+        np.testing.assert_array_equal(frame.normals, truth)
+        assert len(frame.notes) == 1
+
+
+def test_a_1_1_bundle_in_another_normal_frame_is_refused(tmp_path: Path) -> None:
+    path = write_bundle(tmp_path, "gl", _frame())
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["conventions"]["normals_frame"] = "opengl"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(
+        BundleError, match=r"normals_frame is 'opengl'; version 1\.x bundles store normals in 'opencv'"
+    ):
+        read_bundle(path)
+
+
+def test_checks_round_trip_and_bad_checks(tmp_path: Path) -> None:
+    from sapiens2_studio.core.studio.checks import GeometryReport, check_geometry
+
+    frame = _frame()
+    report = check_geometry(normals=frame.normals, pointmap=frame.points)
+    frame.checks = report
+    path = write_bundle(tmp_path, "checked", frame)
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    assert doc["checks"] == report.to_dict()
+    back = read_bundle(path)
+    assert GeometryReport.from_dict(back.checks) == report
+    frame.checks = {"custom": [1, 2]}
+    assert read_bundle(write_bundle(tmp_path, "plain", frame)).checks == {"custom": [1, 2]}
+    frame.checks = {"bad": float("nan")}
+    with pytest.raises(BundleError, match=r"CaptureFrame\.checks is not JSON data"):
+        write_bundle(tmp_path, "nan", frame)
+    frame.checks = [1, 2]
+    with pytest.raises(BundleError, match="must be a mapping or have to_dict"):
+        write_bundle(tmp_path, "list", frame)
+    doc["checks"] = "fine"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(BundleError, match="'checks' must be a JSON object"):
+        read_bundle(path)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from sapiens2_studio.core import CheckpointError, load_model
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
-TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap", "matting")
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -28,6 +29,7 @@ def test_tiny_file_loads_and_runs(tiny_checkpoints, task):
         "normal": [(1, 3, 1024, 768)],
         "albedo": [(1, 3, 1024, 768)],
         "pointmap": [(1, 3, 1024, 768), (1, 1)],
+        "matting": [(1, 4, 1024, 768)],
     }[task]
     outs = out if isinstance(out, tuple) else (out,)
     assert [tuple(o.shape) for o in outs] == expected
@@ -152,3 +154,76 @@ def test_input_not_multiple_of_patch(tiny_checkpoints):
     model = load_model(tiny_checkpoints["pretrain"])
     with pytest.raises(ValueError, match="multiple of the 16-px patch"), torch.no_grad():
         model(torch.randn(1, 3, 100, 96))
+
+
+# ------------------------------------------------------------------- messages that point the right way (#11)
+
+
+def test_pickle_refusal_gives_each_front_end_its_own_way_out(tmp_path):
+    """Only Python has allow_pickle=True; the CLI and ComfyUI are told to convert the file, and how."""
+    path = tmp_path / "model.pth"
+    torch.save({"state_dict": synthetic_state_dict("seg")}, path)
+    with pytest.raises(CheckpointError) as info:
+        load_model(path)
+    error = info.value
+    assert "allow_pickle=True" in error.text("python")
+    assert "allow_pickle" not in error.text("cli") and "allow_pickle" not in error.text("comfyui")
+    assert f"sapiens2 convert {path} {tmp_path / 'model.safetensors'}" in error.text("cli")
+    assert "save_file(" in error.text("comfyui") and "models/sapiens2" in error.text("comfyui")
+    from sapiens2_studio.core.checkpoints import convert_to_safetensors
+
+    converted = convert_to_safetensors(path, tmp_path / "model.safetensors")
+    assert load_model(converted).task == "seg"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.parametrize(
+    ("task", "key", "axis", "value"),
+    [
+        ("normal", "decode_head.conv_layers.0.weight", 0, 5),  # the head's width is read from it
+        ("pose", "backbone.blocks.0.ffn.w3.weight", 1, 64),  # the FFN width is read from block 0
+        ("seg", "decode_head.deconv_layers.3.weight", 1, 4),
+    ],
+)
+def test_a_mis_shaped_source_tensor_is_named_not_its_neighbours(tmp_path, task, key, axis, value):
+    state = synthetic_state_dict(task)
+    right = tuple(state[key].shape)
+    shape = list(right)
+    shape[axis] = value
+    state[key] = torch.zeros(shape)
+    with pytest.raises(CheckpointError) as info:
+        load_model(_write(tmp_path / "x.safetensors", state))
+    message = str(info.value)
+    assert f"tensor {key} has shape {tuple(shape)}, but the rest of the file implies {right}" in message
+    assert "shape mismatches" not in message  # the neighbours, which are fine, are not listed
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "decode_head.conv_layers.0.weight",
+        "decode_head.deconv_layers.0.weight",
+        "backbone.blocks.0.attn.q_norm.weight",
+        "backbone.blocks.0.attn.gamma.weight",
+    ],
+)
+def test_one_missing_key_is_reported_alone(tmp_path, key):
+    """A hole in a layer chain, or block 0's optional norms, used to renumber the chain / switch the flag off, so
+    fine keys were listed as "unexpected" beside the one really missing."""
+    state = synthetic_state_dict("pose")
+    del state[key]
+    with pytest.raises(CheckpointError, match=re.escape(key)) as info:
+        load_model(_write(tmp_path / "x.safetensors", state))
+    assert "unexpected" not in str(info.value)
+
+
+def test_wrong_task_under_an_official_name_does_not_suggest_that_file(tmp_path):
+    path = tmp_path / "pose" / "sapiens2_0.4b_pose.safetensors"
+    path.parent.mkdir()
+    _write(path, synthetic_state_dict("seg"))
+    with pytest.raises(CheckpointError) as info:
+        load_model(path, task="pose")
+    error = info.value
+    assert "holds a seg model, not the pose model its name promises" in error.message
+    assert "such as sapiens2_0.4b_pose" not in error.text("cli")
+    assert "sapiens2 download --task pose --size 0.4b --force" in error.text("cli")

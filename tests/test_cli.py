@@ -20,8 +20,9 @@ import torch
 from safetensors.torch import save_file
 from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.checkpoints.hub import sha256_file
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict, write_synthetic_checkpoint
-from sapiens2_studio.core.formats.bundle import read_bundle, read_sequence
+from sapiens2_studio.core.formats.bundle import read_bundle
+from sapiens2_studio.core.formats.sequence import read_sequence
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict, write_synthetic_checkpoint
 
 TASKS = ("pose", "seg", "normal", "albedo", "pointmap")
 KNOWN_SCALE = 0.625
@@ -291,8 +292,8 @@ def test_sequence_with_index(tmp_path: Path, capsys, checkpoints) -> None:
 
 
 def test_sequence_smoother_filters_jitter_and_scale() -> None:
-    from sapiens2_studio.cli.engine import SequenceSmoother
     from sapiens2_studio.core.pipeline.results import PersonPose, PointmapResult, PoseResult
+    from sapiens2_studio.core.studio.temporal import SequenceSmoother
 
     rng = np.random.default_rng(0)
     smoother = SequenceSmoother(fps=30.0, scale_alpha=0.5)
@@ -307,7 +308,7 @@ def test_sequence_smoother_filters_jitter_and_scale() -> None:
             "pose": PoseResult([PersonPose((10.0, 10.0, 90.0, 90.0), kp, "given")], (100, 100)),
             "pointmap": PointmapResult(points, scale, (100.0 / scale, 100.0 / scale, 2.0, 2.0)),
         }
-        out = smoother(res)
+        out = smoother.update(res)
         raw_kp.append(kp[:, :2])
         smooth_kp.append(out["pose"].people[0].keypoints[:, :2])
         scales.append(out["pointmap"].scale)
@@ -354,9 +355,9 @@ def test_info_and_module_entry_point(checkpoints, capsys) -> None:
 
 def test_pinhole_pointmap_reprojects_through_the_writer(tmp_path: Path) -> None:
     """A pointmap built from known intrinsics keeps its frame: each pixel's point projects back to its centre."""
-    from sapiens2_studio.cli.engine import to_capture_frame
-    from sapiens2_studio.cli.outputs import write_frame_outputs
     from sapiens2_studio.core.pipeline.results import PersonPose, PointmapResult, PoseResult, SegResult
+    from sapiens2_studio.core.studio import TaskBatch, capture_frames
+    from sapiens2_studio.core.studio.outputs import write_frame_outputs
 
     w, h = 72, 54
     fx, fy, cx, cy = 95.0, 97.0, w / 2, h / 2
@@ -375,7 +376,8 @@ def test_pinhole_pointmap_reprojects_through_the_writer(tmp_path: Path) -> None:
         "pose": PoseResult([PersonPose((0.0, 0.0, float(w), float(h)), kp, "image")], (w, h)),
     }
     image = np.zeros((h, w, 3), np.uint8)
-    frame = to_capture_frame(image, results, [], "synthetic.png")
+    batches = {task: TaskBatch(task, [result]) for task, result in results.items()}
+    frame = capture_frames([image], batches, source_names=["synthetic.png"])[0]
     back = read_bundle(write_frame_outputs(tmp_path, "pinhole", frame, image, mesh_format="ply"))
     header = (tmp_path / "pinhole.ply").read_bytes().split(b"end_header")[0].decode("ascii")
     assert f"element vertex {int((labels > 0).sum())}" in header  # one vertex per foreground pixel
@@ -427,7 +429,7 @@ def test_usage_errors_before_any_work(tmp_path: Path, capsys, checkpoints, monke
     rc, err = _predict(
         capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--mesh", "ply"
     )
-    assert rc == 2 and "--mesh needs the pointmap task" in err
+    assert rc == 2 and "a mesh needs the pointmap task" in err
     rc, err = _predict(
         capsys, tmp_path / "out", [str(tmp_path / "a.png")], checkpoints, "seg", "--checkpoint", "seg"
     )
@@ -466,8 +468,11 @@ def test_broken_frame_stops_only_its_sequence(tmp_path: Path, capsys, checkpoint
     assert read_sequence(tmp_path / "out" / "bbb" / "bbb.sequence.json").frame_numbers == [1, 2, 3]
 
 
-def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys, checkpoints) -> None:
-    """Re-running replaces each name's whole output set: no previews of tasks not run now, no extra frames."""
+def test_rerun_of_other_tasks_keeps_them_and_clean_replaces_the_whole_set(
+    tmp_path: Path, capsys, checkpoints
+) -> None:
+    """A re-run of some tasks keeps the others' results in each frame (one commit holds them all); --clean
+    replaces each name's whole output set: no previews of tasks not run now, no extra frames."""
     _write_image(tmp_path / "photo.png", 24, 32, "RGB")
     (tmp_path / "walk").mkdir()
     for n in (1, 2, 3):
@@ -479,15 +484,20 @@ def test_rerun_into_the_same_folder_leaves_no_stale_files(tmp_path: Path, capsys
     rc, err = _predict(capsys, out, inputs, checkpoints, "seg,pose", "--boxes", str(boxes))
     assert rc == 0, err
     assert (out / "photo.pose.png").exists() and (out / "walk" / "walk_0003.json").exists()
+    people = read_bundle(out / "photo.json").people
     (tmp_path / "walk" / "walk_0003.png").unlink()
-    rc, err = _predict(
-        capsys,
-        out,
-        [str(tmp_path / "photo.png"), str(tmp_path / "walk")],
-        checkpoints,
-        "seg",
-        "--no-previews",
-    )
+    rc, err = _predict(capsys, out, inputs, checkpoints, "seg", "--no-previews")
+    assert rc == 0, err
+    kept = read_bundle(out / "photo.json")
+    assert [m["task"] for m in kept.models] == ["seg", "pose"]
+    np.testing.assert_array_equal(kept.people[0].keypoints, people[0].keypoints)
+    assert sorted(p.name for p in out.iterdir() if p.is_file()) == [
+        "photo.exr",
+        "photo.json",
+        "photo.keypoints.json",
+        "photo.openpose.json",
+    ]
+    rc, err = _predict(capsys, out, inputs, checkpoints, "seg", "--no-previews", "--clean")
     assert rc == 0, err
     assert sorted(p.name for p in out.iterdir() if p.is_file()) == ["photo.exr", "photo.json"]
     names = sorted(p.name for p in (out / "walk").iterdir())
@@ -523,7 +533,7 @@ def test_boxes_file_formats_and_a_box_outside_one_image(tmp_path: Path, capsys, 
     inputs = [str(tmp_path / "small.png"), str(tmp_path / "large.png")]
     rc, err = _predict(capsys, tmp_path / "out", inputs, checkpoints, "pose", "--boxes", str(boxes))
     assert rc == 1
-    assert "small.png: --boxes: box (60.0, 50.0, 90.0, 78.0) lies entirely outside the 32×24 image" in err
+    assert "small.png: boxes file: box (60.0, 50.0, 90.0, 78.0) lies entirely outside the 32×24 image" in err
     assert not (tmp_path / "out" / "small.json").exists()
     assert [p.bbox for p in read_bundle(tmp_path / "out" / "large.json").people] == [(50, 40, 80, 70)]
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import io
+import sys
 
+import pytest
 from sapiens2_studio.cli.progress import Progress
 
 
@@ -34,7 +36,8 @@ def test_log_output_is_periodic_lines_without_carriage_returns():
     assert lines[-1].startswith("predict: 1000/1000 images") and lines[-1].endswith("done")
 
 
-def test_terminal_output_overwrites_one_line():
+def test_terminal_output_overwrites_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback line, whether or not tqdm is installed
     stream = _Tty()
     progress = Progress(3, stream=stream)
     for _ in range(3):
@@ -42,3 +45,14 @@ def test_terminal_output_overwrites_one_line():
     progress.close()
     text = stream.getvalue()
     assert text.count("\r") == 3 and text.endswith("\n") and "3/3 images" in text
+
+
+def test_terminal_output_uses_tqdm_when_installed():
+    pytest.importorskip("tqdm")  # installed with the test extra (transformers depends on it)
+    stream = _Tty()
+    progress = Progress(3, stream=stream)
+    for _ in range(3):
+        progress.update(1, "x")
+    progress.close()
+    text = stream.getvalue()
+    assert "3/3" in text and "img/s" in text and text.endswith("\n")

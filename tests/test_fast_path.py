@@ -7,7 +7,7 @@ import pytest
 import torch
 from sapiens2_studio.core import load_model
 from sapiens2_studio.core.arch.attention import attend
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:

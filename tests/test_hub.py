@@ -30,8 +30,14 @@ def test_official_names_and_repos() -> None:
 
 
 def test_unavailable_checkpoints_explain_why(tmp_path: Path) -> None:
-    with pytest.raises(hub.HubError, match=r"no albedo checkpoints are public yet.*--checkpoint albedo=PATH"):
+    with pytest.raises(hub.HubError, match=r"no albedo checkpoints are public yet") as caught:
         hub.checkpoint_ref("albedo", "1b", tmp_path)
+    # advice per front-end: the CLI flag only in the CLI, the models folder only in ComfyUI
+    assert "--checkpoint albedo=PATH" in caught.value.text("cli")
+    assert "--checkpoint" not in caught.value.text("comfyui") and "models/sapiens2" in caught.value.text(
+        "comfyui"
+    )
+    assert "--checkpoint" not in str(caught.value)
     with pytest.raises(hub.HubError, match=r"no official pose checkpoint of size 0\.1b"):
         hub.checkpoint_ref("pose", "0.1b")
     with pytest.raises(hub.HubError, match="unknown task 'depth'"):

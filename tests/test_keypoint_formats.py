@@ -9,6 +9,7 @@ import pytest
 from sapiens2_studio.core.formats import keypoints as kf
 from sapiens2_studio.core.pipeline import PersonPose, PoseResult
 from sapiens2_studio.core.pipeline.metadata import keypoint_names
+from sapiens2_studio.core.testing.people import standing_person
 
 NAMES = keypoint_names()
 
@@ -106,7 +107,40 @@ def test_face68_semantics():
     proj = kp[idx[17:27], :2] @ across
     assert np.all(np.diff(proj[:5]) >= 0) and np.all(np.diff(proj[5:]) >= 0)
     face = kf.to_face68(kp)
-    assert np.all(face[[i for i in range(17) if i != 8]] == 0)
+    assert np.array_equal(face[8], kp[77])  # the chin is Goliath's; the rest of the jaw is synthesised
+    assert np.allclose(face[0, :2], kp[kf.R_TRAGUS_TOP, :2]) and np.allclose(
+        face[16, :2], kp[kf.L_TRAGUS_TOP, :2]
+    )
+    assert not np.any(np.all(face[:, :2] == 0, axis=1))  # no (0, 0) placeholder anywhere
+
+
+def test_jaw_line_of_a_standing_person():
+    """The synthesised jaw runs ear → chin → ear below the eyes and outside the mouth, like dlib's 0-16."""
+    kp = standing_person()
+    kp[kf.L_TRAGUS_TOP, 2] = 0.2  # the left ear scored low (e.g. hair over it)
+    jaw = kf.jaw_line(kp)
+    y = jaw[:, 1]
+    assert np.all(np.diff(y[:9]) > 0) and np.all(np.diff(y[8:]) < 0)  # down to the chin, then up again
+    assert np.all(np.diff(jaw[:, 0]) > 0)  # subject's right (image left) to left
+    eye_y = kp[[1, 2], 1].max()
+    assert y.min() >= eye_y and y.max() == kp[77, 1]
+    mouth_r, mouth_l = kp[kf.MOUTH_R, 0], kp[kf.MOUTH_L, 0]
+    assert jaw[4, 0] < mouth_r - 5 and jaw[12, 0] > mouth_l + 5  # the jaw passes outside the mouth corners
+    # symmetric face → symmetric jaw about the chin's vertical
+    assert np.allclose(jaw[:8, 0] + jaw[16:8:-1, 0], 2 * kp[77, 0], atol=1e-3)
+    assert np.allclose(jaw[:8, 1], jaw[16:8:-1, 1], atol=1e-3)
+    assert np.all(np.delete(jaw[:, 2], 8) == pytest.approx(0.2)) and jaw[8, 2] == pytest.approx(0.9)
+
+
+def test_jaw_line_turns_with_the_head():
+    kp = standing_person()
+    centre = np.array([256.0, 120.0])
+    angle = np.deg2rad(35.0)
+    rot = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+    turned = kp.copy()
+    turned[:, :2] = (kp[:, :2] - centre) @ rot.T + centre
+    expected = (kf.jaw_line(kp)[:, :2] - centre) @ rot.T + centre
+    assert np.allclose(kf.jaw_line(turned)[:, :2], expected, atol=1e-3)
 
 
 def test_face_order_follows_head_rotation():
@@ -148,7 +182,7 @@ def _result():
 
 
 def test_pose_keypoint_comfyui_flavour():
-    frames = kf.to_pose_keypoint([_result()])
+    frames = kf.to_pose_keypoint([_result()], flavor="comfyui")
     assert len(frames) == 1 and frames[0]["canvas_width"] == 640 and frames[0]["canvas_height"] == 800
     person = frames[0]["people"][0]
     assert set(person) == {
@@ -162,27 +196,43 @@ def test_pose_keypoint_comfyui_flavour():
     json.dumps(frames)  # plain JSON types only
 
 
-def test_pose_keypoint_controlnet_aux_flavour():
+def test_pose_keypoint_openpose_flavour_is_the_default():
+    """OpenPose-convention confidences, feet, full lists, and no (0, 0) for a point below the threshold."""
     kp = _person(0)
     kp[0, 2] = 0.1  # nose below threshold
     kp[list(kf.HAND_LEFT21), 2] = 0.0  # whole left hand undetected
     res = PoseResult([PersonPose((0, 0, 10, 10), kp)], (640, 800))
-    person = kf.to_pose_keypoint([res], flavor="controlnet_aux")[0]["people"][0]
-    assert "foot_keypoints_2d" not in person
-    assert person["hand_left_keypoints_2d"] is None
+    person = kf.to_pose_keypoint([res])[0]["people"][0]
+    assert person == kf.to_pose_keypoint([res], flavor="openpose")[0]["people"][0]
+    assert set(person) == {
+        "pose_keypoints_2d", "foot_keypoints_2d", "face_keypoints_2d", "hand_left_keypoints_2d",
+        "hand_right_keypoints_2d",
+    }  # fmt: skip
     body = np.array(person["pose_keypoints_2d"]).reshape(18, 3)
     assert set(body[:, 2].tolist()) <= {0.0, 1.0}
-    assert body[0].tolist() == [0.0, 0.0, 0.0]
+    assert body[0].tolist() == pytest.approx([*kp[0, :2], 0.0])  # missing, but where it was predicted
     assert np.allclose(body[1, :2], (kp[5, :2] + kp[6, :2]) / 2)  # shoulder-midpoint neck by default
     assert np.allclose(body[2, :2], kp[6, :2])  # absolute pixels, as controlnet_aux encodes them
-    norm = kf.to_pose_keypoint([res], flavor="controlnet_aux", normalized=True)[0]["people"][0]
+    hand = np.array(person["hand_left_keypoints_2d"]).reshape(21, 3)
+    assert hand[:, 2].tolist() == [0.0] * 21 and np.allclose(hand[:, :2], kp[list(kf.HAND_LEFT21), :2])
+    assert np.array(person["foot_keypoints_2d"]).reshape(6, 3)[:, 2].tolist() == [1.0] * 6
+    norm = kf.to_pose_keypoint([res], normalized=True)[0]["people"][0]
     nb = np.array(norm["pose_keypoints_2d"]).reshape(18, 3)
     assert np.allclose(nb[2, :2], kp[6, :2] / np.array([640, 800]), atol=1e-6)
+
+
+def test_pose_keypoint_controlnet_aux_flavour_is_openpose_without_feet():
+    res = PoseResult([PersonPose((0, 0, 10, 10), _person(0))], (640, 800))
+    aux = kf.to_pose_keypoint([res], flavor="controlnet_aux")[0]["people"][0]
+    openpose = kf.to_pose_keypoint([res], flavor="openpose")[0]["people"][0]
+    assert "foot_keypoints_2d" not in aux
+    assert aux == {k: v for k, v in openpose.items() if k != "foot_keypoints_2d"}
 
 
 def test_pose_keypoint_options_and_errors():
     person = kf.person_to_openpose(_person(), include_face=False, include_hands=False)
     assert person["face_keypoints_2d"] is None and person["hand_right_keypoints_2d"] is None
+    assert person["pose_keypoints_2d"] is not None and person["foot_keypoints_2d"] is not None
     with pytest.raises(ValueError, match="flavor"):
         kf.person_to_openpose(_person(), flavor="dwpose")
     with pytest.raises(ValueError, match="canvas_size"):

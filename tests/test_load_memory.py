@@ -9,12 +9,12 @@ import sys
 import torch
 from safetensors.torch import save_file
 from sapiens2_studio.core.arch.presets import preset_config
-from sapiens2_studio.core.checkpoints.synthetic import state_dict_for
+from sapiens2_studio.core.testing.synthetic import state_dict_for
 
 PROBE = r"""
 import json, sys
 import torch, sapiens2_studio.core as core
-from sapiens2_studio.core.checkpoints.synthetic import synthetic_state_dict
+from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 core.load_model(synthetic_state_dict("pretrain"))  # warm torch's lazy initialisation outside the measurement
 def field(name):
     with open("/proc/self/status") as f:

@@ -96,8 +96,10 @@ def test_pointmap_predictor_scale_intrinsics_depth(models):
         expected = pointmap_intrinsics(result.scale, dense_layout(60, 90)).as_tuple()
         assert result.intrinsics == pytest.approx(expected)
         assert result.intrinsics[2:] == (30.0, 45.0)
-    else:
-        assert all(np.isnan(result.intrinsics))
+        assert result.intrinsics_source == "pointmap"
+    else:  # no focal length from a scale ≤ 0: the default camera rule, principal point still the centre
+        assert result.intrinsics == pytest.approx((1.2 * 90, 1.2 * 90, 30.0, 45.0))
+        assert result.intrinsics_source == "default (pointmap scale ≤ 0)"
 
 
 def test_pose_predictor_matches_manual_chain(models):

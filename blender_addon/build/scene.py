@@ -25,6 +25,7 @@ from .animation import keyframe_pose, keyframe_visibility
 from .armature import bone_scores, create_armature, rest_matrices
 from .camera import add_sequence_plate, create_camera, keyframe_intrinsics
 from .mesh import create_mesh_object, create_points_object
+from .rig_import import sequence_rigs
 from .tracking import CreatedData
 
 Progress = Callable[[float, str], None]
@@ -176,6 +177,12 @@ def import_capture(
             )
             obj["sapiens2_person"] = int(person.identity)
             made.append(obj)
+    if options.import_rig and capture.people:
+        one = Sequence(
+            path=capture.json_path, name=capture.name, fps=context.scene.render.fps, frames=[capture]
+        )
+        frame = np.array([capture.frame if capture.frame is not None else context.scene.frame_current], float)
+        made.extend(sequence_rigs(context, one, frame, options, collection, created, warnings))
     _tag(made, collection)
     return collection, made
 
@@ -237,6 +244,8 @@ def import_sequence(
             )
     if options.import_armatures:
         made.extend(_sequence_armatures(context, sequence, frames, options, collection, created))
+    if options.import_rig:
+        made.extend(sequence_rigs(context, sequence, frames, options, collection, created, warnings))
     progress(1.0, "armatures")
     _tag(made, collection)
     return collection, made
@@ -353,7 +362,9 @@ def _read_selection(paths: list[Path], warnings: list[str]) -> list[Capture | Se
     frames = [c for c in parsed if isinstance(c, Capture) and c.json_path.resolve() in in_sequences]
     if frames:
         warnings.append(f"Skipped {len(frames)} frame file(s) already imported through their .sequence.json.")
-    return [item for item in parsed if not any(item is c for c in frames)]
+    kept = [item for item in parsed if not any(item is c for c in frames)]
+    warnings.extend(note for item in kept for note in item.notes)  # e.g. 1.0 normals converted, once each
+    return kept
 
 
 def import_files(

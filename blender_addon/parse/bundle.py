@@ -3,6 +3,13 @@
 The whole bundle is read and validated here, before any Blender data is created, so a bad file never leaves a
 half-built import behind. The reader follows the contract in ``docs/formats.md``: it refuses a newer major
 version and accepts newer minor versions.
+
+Sequences: every frame names the run that wrote it (``run.id``, version 1.1); ``read_sequence`` refuses a sequence
+whose frames name different runs, so a half re-run folder is never imported as one take.
+
+Normals: version 1.1+ stores them in the OpenCV camera frame. Version 1.0 files hold the normal model's own
+OpenGL-frame output (x right, y up, z toward the viewer) under the label "opencv"; ``load_layers`` converts
+them (y and z negated) and the capture's ``notes`` say so, once per file or sequence, for the import report.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from .layers import Layers
 FRAME_FORMAT = "sapiens2-capture"
 SEQUENCE_FORMAT = "sapiens2-capture-sequence"
 SUPPORTED_MAJOR = 1
+CANONICAL_NORMALS_SINCE = (1, 1)  # older bundles hold the model's OpenGL-frame normals
+LEGACY_NORMAL_CHANNELS = ("N.Y", "N.Z")  # negated to turn those into OpenCV-frame normals
 
 
 @dataclass
@@ -67,7 +76,9 @@ class Capture:
     exr_path: Path | None = None
     layers: Layers = field(
         default_factory=Layers
-    )  # "rgb", "P", "N", "albedo", "seg", "mask", "A", "confidence"
+    )  # "rgb", "P", "N", "albedo", "seg", "mask", "alpha", "matte", "A", "confidence"
+    legacy_normals: bool = False  # a 1.0 bundle with normals: load_layers converts them to OpenCV
+    notes: list[str] = field(default_factory=list)  # what the reader converted, for the import report
 
 
 @dataclass
@@ -76,6 +87,7 @@ class Sequence:
     name: str
     fps: float
     frames: list[Capture]
+    notes: list[str] = field(default_factory=list)  # one line for all frames (frames keep their own)
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -95,6 +107,41 @@ def _load_json(path: Path) -> dict[str, Any]:
             f"{path.name}: expected a JSON object at the top level, found {type(data).__name__}."
         )
     return data
+
+
+def legacy_normals_note(name: str, frames: int = 1) -> str:
+    """The import report's line for converted 1.0 normals (``frames`` > 1: a sequence)."""
+    what = (
+        f"{frames} frames of capture bundle version 1.0 store"
+        if frames > 1
+        else "capture bundle version 1.0 stores"
+    )
+    return (
+        f"{name}: {what} the normal model's OpenGL-frame output labelled 'opencv'; the normals were "
+        "converted to the OpenCV frame (y and z negated). Re-export with Sapiens2 Studio to write version 1.1."
+    )
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    parts = [*version.split("."), "0"][:2]
+    try:
+        return int(parts[0]), int(parts[1])
+    except ValueError:
+        return (SUPPORTED_MAJOR, 0)
+
+
+def _has_legacy_normals(data: dict[str, Any], path: Path) -> bool:
+    """True for a 1.0 bundle with a normal layer; refuses a 1.1+ bundle that declares another normal frame."""
+    if "N" not in (data.get("layers") or []):
+        return False
+    if _version_tuple(str(data.get("version", ""))) < CANONICAL_NORMALS_SINCE:
+        return True
+    declared = (data.get("conventions") or {}).get("normals_frame", "opencv")
+    if declared != "opencv":
+        raise BundleError(
+            f"{path.name}: normals_frame is {declared!r}; this add-on reads version 1.x normals in 'opencv'."
+        )
+    return False
 
 
 def _check_version(data: dict[str, Any], path: Path, expected_format: str) -> None:
@@ -255,11 +302,15 @@ def read_capture(
         skeleton=skeleton,
         seg_classes=list(data.get("seg_classes") or []),
         metadata={
-            k: data.get(k) for k in ("version", "models", "pointmap_scale", "conventions", "image", "layers")
+            k: data.get(k)
+            for k in ("version", "models", "pointmap_scale", "conventions", "image", "layers", "run")
         },
         frame=int(frame) if isinstance(frame, int) else None,
         exr_path=exr_path,
+        legacy_normals=_has_legacy_normals(data, path),
     )
+    if capture.legacy_normals:
+        capture.notes.append(legacy_normals_note(path.name))
     if read_pixels:
         load_layers(capture, exr_backend)
     return capture
@@ -269,6 +320,10 @@ def load_layers(capture: Capture, exr_backend: str | None = None) -> Capture:
     """Read the capture's EXR into ``capture.layers`` (a no-op for a bundle without an EXR)."""
     if capture.exr_path is not None and not capture.layers:
         channels = read_exr_channels(capture.exr_path, exr_backend)
+        if capture.legacy_normals:
+            for name in LEGACY_NORMAL_CHANNELS:
+                if name in channels:
+                    channels[name] = -channels[name]
         capture.layers = _parse_layers(channels, capture.width, capture.height, capture.json_path)
     return capture
 
@@ -300,8 +355,41 @@ def read_sequence(path: Path | str, *, read_pixels: bool = True, exr_backend: st
                 f"has {len(frames[0].keypoint_names)}; a sequence must use one keypoint set."
             )
         frames.append(capture)
+    _check_one_run(path, data, frames)
     name = path.name[: -len(".sequence.json")] if path.name.endswith(".sequence.json") else path.stem
-    return Sequence(path=path, name=name, fps=fps, frames=frames)
+    legacy = sum(1 for f in frames if f.legacy_normals)
+    notes = [legacy_normals_note(path.name, legacy)] if legacy > 1 else [n for f in frames for n in f.notes]
+    return Sequence(path=path, name=name, fps=fps, frames=frames, notes=notes)
+
+
+def run_id(data: dict[str, Any] | None) -> str | None:
+    """The run id a frame or index names (``run.id``); None for files written before runs were recorded (1.0)."""
+    run = (data or {}).get("run")
+    value = run.get("id") if isinstance(run, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _check_one_run(path: Path, index: dict[str, Any], frames: list[Capture]) -> None:
+    """Refuse a sequence whose frames come from different runs (a re-run or an interrupted run mixed them).
+
+    Frames and an index that name no run (version 1.0, older writers) are accepted, as long as none names one."""
+    index_run = run_id(index)
+    seen: dict[str | None, str] = {}
+    for capture in frames:
+        seen.setdefault(run_id(capture.metadata), capture.json_path.name)
+    if index_run is not None:
+        seen.setdefault(index_run, path.name)
+    if len(seen) <= 1:
+        return
+    shown = "; ".join(
+        f"{name} from {'an older writer (no run id)' if run is None else 'run ' + run}"
+        for run, name in list(seen.items())[:3]
+    )
+    raise BundleError(
+        f"{path.name}: the frames come from different runs ({shown}). The sequence was re-run or interrupted "
+        "part-way and mixes results; run it again with Sapiens2 Studio (an interrupted run completes with "
+        "--skip-existing) and import the new index."
+    )
 
 
 def read_any(

@@ -16,8 +16,13 @@ GROUPS = {
     "P": ("P.X", "P.Y", "P.Z"),
     "N": ("N.X", "N.Y", "N.Z"),
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
+    "matte": ("matte.R", "matte.G", "matte.B"),  # the person's linear colour pre-multiplied by alpha
+    "alpha": ("matte.A",),  # the matting model's soft alpha
 }
 SINGLES = ("A", "seg", "mask", "confidence")
+# Single-channel layers by their EXR channel: bundle 1.1 names first (layered, so other tools list them as layers),
+# then the bare 1.0 names.
+SINGLE_CHANNELS = {"seg": ("seg.id", "seg"), "mask": ("mask.A", "mask")}
 
 
 class Layers(Mapping):
@@ -26,12 +31,17 @@ class Layers(Mapping):
     def __init__(self, channels: Mapping[str, np.ndarray] | None = None) -> None:
         self._channels = dict(channels or {})
         self._names = [n for n, chans in GROUPS.items() if all(c in self._channels for c in chans)]
-        self._names += [n for n in SINGLES if n in self._channels]
+        self._singles = {}
+        for name in SINGLES:
+            found = [c for c in SINGLE_CHANNELS.get(name, (name,)) if c in self._channels]
+            if found:
+                self._singles[name] = found[0]
+                self._names.append(name)
 
     def _parts(self, name: str) -> tuple[str, ...]:
         if name not in self._names:
             raise KeyError(name)
-        return GROUPS.get(name, (name,))
+        return GROUPS.get(name) or (self._singles[name],)
 
     def __getitem__(self, name: str) -> np.ndarray:
         parts = self._parts(name)

@@ -23,6 +23,14 @@ class ImportOptions:
     global_scale: float = 1.0
     mesh_per_frame: bool = False  # sequences: a mesh for every frame (visible on its frame only)
     smoothing: int = 0  # sequences: moving-average window in frames (0 = off)
+    # Humanoid rig (parse/rig_*.py, build/rig*.py): a fixed-length, rotation-driven skeleton beside the armature.
+    import_rig: bool = False
+    rig_naming: str = "MIXAMO"  # "MIXAMO" | "RIGIFY" | "UE" (parse/rig_names.py)
+    rig_face: str = "NONE"  # "NONE" | "BONES" | "EMPTIES": the face points, following the head
+    rig_smoothing: bool = True  # zero-phase One-Euro on the keypoints before solving
+    rig_min_cutoff: float = 1.5  # Hz
+    rig_beta: float = 20.0  # cutoff rise per m/s
+    rig_foot_lock: bool = False
 
     @classmethod
     def from_keywords(cls, keywords: dict) -> ImportOptions:
@@ -39,3 +47,9 @@ class ImportOptions:
             raise ValueError(f"up_axis must be 'Y' or 'Z', got {self.up_axis!r}")
         if self.color_source not in ("IMAGE", "ALBEDO", "NONE"):
             raise ValueError(f"color_source must be IMAGE, ALBEDO or NONE, got {self.color_source!r}")
+        if self.rig_naming not in ("MIXAMO", "RIGIFY", "UE"):
+            raise ValueError(f"rig_naming must be MIXAMO, RIGIFY or UE, got {self.rig_naming!r}")
+        if self.rig_face not in ("NONE", "BONES", "EMPTIES"):
+            raise ValueError(f"rig_face must be NONE, BONES or EMPTIES, got {self.rig_face!r}")
+        if self.rig_min_cutoff <= 0 or self.rig_beta < 0:
+            raise ValueError("rig_min_cutoff must be > 0 and rig_beta >= 0")

@@ -129,6 +129,58 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
         description="Sequences: moving-average window over joints in frames (0 = off)",
     )
 
+    import_rig: BoolProperty(
+        name="Humanoid Rig",
+        default=_DEFAULTS.import_rig,
+        description="Also build a fixed-length humanoid skeleton driven by bone rotations (retargetable; BVH/FBX)",
+    )
+    rig_naming: EnumProperty(
+        name="Bone Names",
+        items=[
+            ("MIXAMO", "Mixamo", "mixamorig:Hips, mixamorig:LeftArm, …"),
+            (
+                "RIGIFY",
+                "Rigify Metarig",
+                "spine, upper_arm.L, … with rig types: Rigify can generate a control rig",
+            ),
+            ("UE", "UE Mannequin", "root, pelvis, upperarm_l, …"),
+        ],
+        default=_DEFAULTS.rig_naming,
+    )
+    rig_face: EnumProperty(
+        name="Face",
+        items=[
+            ("NONE", "None", "No face points on the rig"),
+            ("BONES", "Bones", "A small bone per face point under the head, keyed to follow it"),
+            ("EMPTIES", "Empties", "An empty per face point parented to the head bone"),
+        ],
+        default=_DEFAULTS.rig_face,
+    )
+    rig_smoothing: BoolProperty(
+        name="Smooth (One-Euro)",
+        default=_DEFAULTS.rig_smoothing,
+        description="Remove keypoint jitter before solving, without lag (forward and backward One-Euro)",
+    )
+    rig_min_cutoff: FloatProperty(
+        name="Min Cutoff",
+        default=_DEFAULTS.rig_min_cutoff,
+        min=0.01,
+        max=30.0,
+        description="One-Euro cutoff in Hz when still: lower is smoother",
+    )
+    rig_beta: FloatProperty(
+        name="Speed Response",
+        default=_DEFAULTS.rig_beta,
+        min=0.0,
+        max=1000.0,
+        description="One-Euro cutoff rise per m/s: higher follows fast moves more closely",
+    )
+    rig_foot_lock: BoolProperty(
+        name="Foot Lock",
+        default=_DEFAULTS.rig_foot_lock,
+        description="Hold a foot still while it is on the ground (slow and low)",
+    )
+
     def invoke(self, context, event):
         # A drop (FileHandler) sets filepath: show the options popup; from the menu open the file browser.
         if hasattr(ImportHelper, "invoke_popup"):  # 4.2+
@@ -147,6 +199,18 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
             ("Mesh", ("mesh_stride", "depth_threshold", "drop_background", "use_normals", "color_source")),
             ("Keypoints", ("keypoint_threshold", "keypoint_depth")),
             ("Sequence", ("mesh_per_frame", "smoothing")),
+            (
+                "Rig",
+                (
+                    "import_rig",
+                    "rig_naming",
+                    "rig_face",
+                    "rig_smoothing",
+                    "rig_min_cutoff",
+                    "rig_beta",
+                    "rig_foot_lock",
+                ),
+            ),
             ("Transform", ("up_axis", "global_scale")),
         ):
             header, body = layout.panel(f"SAPIENS2_import_{title.lower()}", default_closed=False)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .errors import ModelConfigError
 from .rope import apply_rope
 
 ATTENTION_BACKENDS = ("sdpa", "math")
@@ -31,7 +32,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, *, backend: str = "sdpa", pad_head_d
         scores = (q.float() @ k.float().transpose(-2, -1)) * (head_dim**-0.5)
         return (scores.softmax(dim=-1) @ v.float()).to(q.dtype)
     if backend != "sdpa":
-        raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
+        raise ModelConfigError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
     pad = (-head_dim) % pad_head_dim_to if pad_head_dim_to else 0
     if pad:
         q, k, v = (F.pad(t, (0, pad)) for t in (q, k, v))

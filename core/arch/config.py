@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..catalogue import ALL_TASKS
+from .errors import ModelConfigError
+
 # Released backbone sizes: (embed_dim, depth, head_dim, has_tokenizer) -> public name.
 SIZE_PRESETS: dict[tuple[int, int, int, bool], str] = {
     (768, 12, 64, False): "0.1b",
@@ -18,7 +21,7 @@ SIZE_PRESETS: dict[tuple[int, int, int, bool], str] = {
     (2432, 56, 76, False): "5b",
 }
 
-TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap")
+TASKS = ALL_TASKS
 
 # The official GQA rule: the first and last 8 layers are full multi-head attention, the others use heads // 2
 # key/value heads.  Only used to build presets; loaded checkpoints give the schedule through `wk` shapes.
@@ -55,16 +58,18 @@ class BackboneConfig:
 
     def __post_init__(self) -> None:
         if self.embed_dim % self.head_dim:
-            raise ValueError(f"embed_dim {self.embed_dim} is not a multiple of head_dim {self.head_dim}")
+            raise ModelConfigError(
+                f"embed_dim {self.embed_dim} is not a multiple of head_dim {self.head_dim}"
+            )
         if len(self.kv_heads) != self.depth:
-            raise ValueError(f"kv_heads has {len(self.kv_heads)} entries for depth {self.depth}")
+            raise ModelConfigError(f"kv_heads has {len(self.kv_heads)} entries for depth {self.depth}")
         for i, kv in enumerate(self.kv_heads):
             if kv <= 0 or self.num_heads % kv:
-                raise ValueError(f"layer {i}: {kv} KV heads do not divide {self.num_heads} heads")
+                raise ModelConfigError(f"layer {i}: {kv} KV heads do not divide {self.num_heads} heads")
         if self.head_dim % 4:
-            raise ValueError(f"head_dim {self.head_dim} must be a multiple of 4 for 2-axis RoPE")
+            raise ModelConfigError(f"head_dim {self.head_dim} must be a multiple of 4 for 2-axis RoPE")
         if self.rope_dtype not in ("bf16", "fp32"):
-            raise ValueError(f"rope_dtype must be 'bf16' or 'fp32', not {self.rope_dtype!r}")
+            raise ModelConfigError(f"rope_dtype must be 'bf16' or 'fp32', not {self.rope_dtype!r}")
 
     @property
     def num_heads(self) -> int:
@@ -98,7 +103,8 @@ class HeatmapHeadConfig:
 
 @dataclass(frozen=True)
 class DenseHeadConfig:
-    """Normal / albedo / pointmap head: 3x3 input conv, PixelShuffle upsampling blocks, convs, 1x1 output conv."""
+    """Normal / albedo / pointmap / matting head: 3x3 input conv, PixelShuffle upsampling blocks, convs, 1x1 output
+    conv (3 channels; 4 for matting: pre-multiplied foreground RGB + alpha)."""
 
     in_channels: int
     upsample_channels: tuple[int, ...]
@@ -107,7 +113,7 @@ class DenseHeadConfig:
     out_channels: int = 3
     input_kernel: int = 3
     upsample_kernel: int = 3
-    norm: str = "instance"  # "instance" (normal, pointmap) or "rms" (albedo)
+    norm: str = "instance"  # "instance" (normal, pointmap, matting) or "rms" (albedo)
     # Pointmap only: the scale branch (stride-2 convs then an MLP whose first width fixes the input size).
     scale_conv_channels: tuple[int, ...] = ()
     scale_conv_kernels: tuple[int, ...] = ()
@@ -123,6 +129,8 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
-            raise ValueError(f"unknown task {self.task!r}; expected one of {TASKS}")
+            raise ModelConfigError(f"unknown task {self.task!r}; expected one of {TASKS}")
         if (self.head is None) != (self.task == "pretrain"):
-            raise ValueError(f"task {self.task!r} and head {type(self.head).__name__} do not fit together")
+            raise ModelConfigError(
+                f"task {self.task!r} and head {type(self.head).__name__} do not fit together"
+            )

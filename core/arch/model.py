@@ -10,7 +10,9 @@ from torch import Tensor, nn
 from .attention import ATTENTION_BACKENDS, GroupedQueryAttention
 from .backbone import Sapiens2Backbone
 from .config import DenseHeadConfig, HeatmapHeadConfig, ModelConfig
+from .errors import ModelConfigError, ModelOverflowError
 from .heads import DenseHead, HeatmapHead
+from .rope import PERIOD_SOURCES
 
 
 @dataclass(frozen=True)
@@ -53,7 +55,7 @@ def build_head(cfg: ModelConfig, *, device=None, dtype=None) -> nn.Module | None
         return HeatmapHead(cfg.head, cfg.task, device=device, dtype=dtype)
     if isinstance(cfg.head, DenseHeadConfig):
         return DenseHead(cfg.head, cfg.task, device=device, dtype=dtype)
-    raise TypeError(f"unknown head config {type(cfg.head).__name__}")
+    raise ModelConfigError(f"unknown head config {type(cfg.head).__name__}")
 
 
 def _fixed_input_size(cfg: ModelConfig) -> tuple[int, int] | None:
@@ -76,7 +78,8 @@ class Sapiens2Model(nn.Module):
     """Callable on a normalised (B, 3, H, W) tensor; returns the task's raw outputs.
 
     pretrain → featmap (B, C, H/16, W/16); pose → heatmaps (B, 308, H/4, W/4); seg → logits (B, 29, H, W);
-    normal / albedo → (B, 3, H, W); pointmap → (pointmap (B, 3, H, W), scale (B, 1)).
+    normal / albedo → (B, 3, H, W); pointmap → (pointmap (B, 3, H, W), scale (B, 1)); matting → (B, 4, H, W) in
+    (0, 1) after the head's sigmoid (pre-multiplied foreground RGB, then alpha).
     """
 
     def __init__(self, cfg: ModelConfig, *, device=None, dtype=None) -> None:
@@ -126,7 +129,7 @@ class Sapiens2Model(nn.Module):
         featmap = self.backbone(x)
         if featmap.dtype == torch.float16 and not torch.isfinite(featmap).all():
             # fp16 tops out at 65504; a ViT residual stream can exceed that where bf16/fp32 cannot.
-            raise FloatingPointError(
+            raise ModelOverflowError(
                 "the model overflowed in float16 (non-finite features); run it in bfloat16 (dtype='bf16', "
                 "same speed on recent GPUs) or float32"
             )
@@ -137,7 +140,9 @@ class Sapiens2Model(nn.Module):
     def set_attention(self, backend: str = "sdpa", *, pad_head_dim_to: int = 0) -> None:
         """Choose the attention backend for every block ("sdpa" or "math") and optional head-dim padding."""
         if backend not in ATTENTION_BACKENDS:
-            raise ValueError(f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}")
+            raise ModelConfigError(
+                f"unknown attention backend {backend!r}; expected one of {ATTENTION_BACKENDS}"
+            )
         for module in self._attention_modules():
             module.backend = backend
             module.pad_head_dim_to = pad_head_dim_to
@@ -169,9 +174,19 @@ class Sapiens2Model(nn.Module):
         self.backbone.rope_embed._cache.clear()
         return self
 
-    def set_rope_dtype(self, rope_dtype: str) -> None:
-        """ "bf16" (released behaviour, default) or "fp32" RoPE compute."""
+    def set_rope_dtype(self, rope_dtype: str, *, periods: str = "checkpoint") -> None:
+        """ "bf16" (released behaviour, default) or "fp32" RoPE compute.
+
+        periods: "checkpoint" (default) uses the file's bf16-rounded `rope_embed.periods`, as the reference does in
+        both dtypes; "exact" (fp32 only) uses base ** (4i / head_dim) in float32, as Hugging Face Transformers does,
+        for comparisons with that port (the state dict is unchanged either way).
+        """
         if rope_dtype not in ("bf16", "fp32"):
-            raise ValueError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
+            raise ModelConfigError(f"rope_dtype must be 'bf16' or 'fp32', not {rope_dtype!r}")
+        if periods not in PERIOD_SOURCES:
+            raise ModelConfigError(f"periods must be one of {PERIOD_SOURCES}, not {periods!r}")
+        if periods == "exact" and rope_dtype != "fp32":
+            raise ModelConfigError("periods='exact' is a float32 RoPE option; pass rope_dtype='fp32' with it")
         self.backbone.rope_embed.rope_dtype = rope_dtype
+        self.backbone.rope_embed.periods_source = periods
         self.backbone.rope_embed._cache.clear()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from .errors import ModelConfigError
+
 
 class PatchEmbed(nn.Module):
     def __init__(self, in_channels: int, dim: int, patch_size: int, *, device=None, dtype=None) -> None:
@@ -16,7 +18,7 @@ class PatchEmbed(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
         height, width = x.shape[-2:]
         if height % self.patch_size or width % self.patch_size:
-            raise ValueError(
+            raise ModelConfigError(
                 f"input {height}x{width} is not a multiple of the {self.patch_size}-px patch size; "
                 "resize or pad the image first (the pipeline does this for you)"
             )

@@ -4,6 +4,7 @@ previews, docs).  Loading never uses this table: `core.checkpoints.infer` reads 
 from __future__ import annotations
 
 from .config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig, official_kv_heads
+from .errors import ModelConfigError
 
 # size: (embed_dim, depth, head_dim, tokenizer layers)
 BACKBONES = {
@@ -23,13 +24,14 @@ DENSE = {
     ("pointmap", "5b"): ((1536, 768, 768, 768), (128, 64, 32)),
     ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
 }
+# Output channels of the dense heads (matting: pre-multiplied foreground RGB + alpha).
+DENSE_OUT_CHANNELS = {"normal": 3, "albedo": 3, "pointmap": 3, "matting": 4}
 DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
-RELEASED_TASK_SIZES = ("0.4b", "0.8b", "1b", "5b")
 
 
 def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
     if size not in BACKBONES:
-        raise ValueError(f"unknown Sapiens2 size {size!r}; expected one of {', '.join(BACKBONES)}")
+        raise ModelConfigError(f"unknown Sapiens2 size {size!r}; expected one of {', '.join(BACKBONES)}")
     embed, depth, head_dim, tokenizer = BACKBONES[size]
     return BackboneConfig(
         embed_dim=embed,
@@ -43,7 +45,10 @@ def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
 
 
 def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
-    """The architecture of a released (or, for albedo, announced) Sapiens2 model."""
+    """The architecture of a released (or, for albedo, announced) Sapiens2 model.
+
+    Matting is released at 1B only (`configs/matting/gss_p3m_metasim`: the normal head's widths, 4 outputs); other
+    sizes get the same head, as a guess at future files — loading never uses this table."""
     backbone = backbone_config(size)
     embed = backbone.embed_dim
     if task == "pretrain":
@@ -53,7 +58,7 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
         head = HeatmapHeadConfig(embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), 308)
     elif task == "seg":
         head = HeatmapHeadConfig(embed, (512, 256, 128, 64), (4, 4, 4, 4), (64, 64), (1, 1), 29)
-    elif task in ("normal", "albedo", "pointmap"):
+    elif task in DENSE_OUT_CHANNELS:
         default = DENSE[("pointmap", "default")] if task == "pointmap" else DENSE_DEFAULT
         upsample, conv = DENSE.get((task, size), default)
         extra: dict = {}
@@ -64,10 +69,16 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
                 "scale_mlp": (6144, 512, 128, 1),
             }
         head = DenseHeadConfig(
-            embed, upsample, conv, (3,) * len(conv), norm="rms" if task == "albedo" else "instance", **extra
+            embed,
+            upsample,
+            conv,
+            (3,) * len(conv),
+            out_channels=DENSE_OUT_CHANNELS[task],
+            norm="rms" if task == "albedo" else "instance",
+            **extra,
         )
     else:
-        raise ValueError(f"unknown task {task!r}")
+        raise ModelConfigError(f"unknown task {task!r}")
     return ModelConfig(backbone=backbone, task=task, head=head)
 
 

@@ -2,7 +2,9 @@
 
 Parity target: the released models compute coordinates, angles, sin and cos in bfloat16 and round q/k through
 bfloat16 before rotating them (`rope_dtype="bf16"`, the default).  The fp32 option keeps the stored bf16
-`periods` values and only changes the compute dtype.
+`periods` values and only changes the compute dtype (the official code built with `pos_embed_rope_dtype="fp32"`).
+`periods="exact"` (fp32 only) uses base ** (4i / head_dim) in float32 instead of the stored bf16-rounded buffer,
+which is what Hugging Face Transformers' port computes (it ignores `rope_embed.periods` when loading).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from torch import Tensor, nn
 
 _DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+PERIOD_SOURCES = ("checkpoint", "exact")
 
 
 def rope_periods(head_dim: int, base: float = 100.0, device=None) -> Tensor:
@@ -28,7 +31,9 @@ class RopeEmbedding(nn.Module):
     def __init__(self, head_dim: int, *, base: float = 100.0, rope_dtype: str = "bf16", device=None) -> None:
         super().__init__()
         self.head_dim = head_dim
+        self.base = base
         self.rope_dtype = rope_dtype
+        self.periods_source = "checkpoint"  # or "exact" (fp32 only): see the module docstring
         periods = torch.empty(head_dim // 4, dtype=torch.bfloat16, device=device)
         if periods.device.type != "meta":
             periods.copy_(rope_periods(head_dim, base, device=periods.device))
@@ -44,7 +49,7 @@ class RopeEmbedding(nn.Module):
         return super()._apply(fn, recurse)
 
     def forward(self, *, height: int, width: int) -> tuple[Tensor, Tensor]:
-        key = (height, width, self.periods.device, self.rope_dtype)
+        key = (height, width, self.periods.device, self.rope_dtype, self.periods_source)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
@@ -55,7 +60,11 @@ class RopeEmbedding(nn.Module):
         coords_w = torch.arange(0.5, width, dtype=dtype, device=device) / width
         coords = torch.stack(torch.meshgrid(coords_h, coords_w, indexing="ij"), dim=-1).flatten(0, 1)
         coords = 2.0 * coords - 1.0
-        periods = self.periods.to(dtype)
+        if self.periods_source == "exact":  # float64 on the CPU (MPS has none), rounded once to `dtype`
+            exponent = torch.arange(self.head_dim // 4, dtype=torch.float64) * 4 / self.head_dim
+            periods = (self.base**exponent).to(device=device, dtype=dtype)
+        else:
+            periods = self.periods.to(dtype)
         angles = 2 * math.pi * coords[:, :, None] / periods[None, None, :]
         angles = angles.flatten(1, 2).tile(2)
         result = (torch.sin(angles), torch.cos(angles))

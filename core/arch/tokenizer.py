@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from .block import Block
+from .errors import ModelConfigError
 
 
 class WindowTokenizer(nn.Module):
@@ -53,7 +54,7 @@ class WindowTokenizer(nn.Module):
         height, width = grid
         ws = self.window
         if height % ws or width % ws:
-            raise ValueError(
+            raise ModelConfigError(
                 f"the 4K tokenizer needs a patch grid divisible by {ws}; got {height}x{width} patches "
                 f"(image sides must be multiples of {16 * ws} px)"
             )

@@ -2,7 +2,14 @@
 
 from .errors import CheckpointError
 from .infer import infer_config
-from .loader import load_model, resolve_dtype
+from .loader import convert_to_safetensors, load_model, resolve_dtype
 from .reader import SafetensorsReader
 
-__all__ = ["CheckpointError", "SafetensorsReader", "infer_config", "load_model", "resolve_dtype"]
+__all__ = [
+    "CheckpointError",
+    "SafetensorsReader",
+    "convert_to_safetensors",
+    "infer_config",
+    "load_model",
+    "resolve_dtype",
+]

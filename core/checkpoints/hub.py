@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .. import catalogue
+from ..errors import Sapiens2Error
 
 __all__ = [
     "HOME_ENV",
@@ -36,18 +38,8 @@ __all__ = [
 ]
 
 HOME_ENV = "SAPIENS2_HOME"
-HUB_URL = "https://huggingface.co"
-ALL_SIZES = ("0.1b", "0.4b", "0.8b", "1b", "1b-4k", "5b")
-# Sizes with public weights, per task (facebookresearch/sapiens2 docs/MODEL_ZOO.md). No albedo weights are public
-# yet (GitHub issue #1), and there are no 0.1B or 4K task heads.
-TASK_SIZES: dict[str, tuple[str, ...]] = {
-    "pretrain": ALL_SIZES,
-    "pose": ("0.4b", "0.8b", "1b", "5b"),
-    "seg": ("0.4b", "0.8b", "1b", "5b"),
-    "normal": ("0.4b", "0.8b", "1b", "5b"),
-    "pointmap": ("0.4b", "0.8b", "1b", "5b"),
-    "albedo": (),
-}
+HUB_URL = catalogue.HUB_URL
+TASK_SIZES = catalogue.RELEASED  # sizes with public weights, per task
 # Known-good sha256 per file name, checked in addition to the Hub's LFS hash. None are known today: the project
 # has not been able to download the official files yet. Add entries as "file name": "hex digest".
 PINNED_SHA256: dict[str, str] = {}
@@ -55,60 +47,43 @@ _CHUNK = 8 * 1024 * 1024
 _HASH_CACHE = "sha256-cache.json"
 
 
-class HubError(RuntimeError):
+class HubError(Sapiens2Error, RuntimeError):
     """A checkpoint could not be found, downloaded or verified; the message says how to fix it by hand."""
 
 
-@dataclass(frozen=True)
-class CheckpointRef:
-    """One official checkpoint file: task, size, Hub repo and file name."""
-
-    task: str
-    size: str
-    repo_id: str
-    filename: str
-
-    @property
-    def url(self) -> str:
-        return f"{HUB_URL}/{self.repo_id}/resolve/main/{self.filename}"
-
-    @property
-    def page(self) -> str:
-        return f"{HUB_URL}/{self.repo_id}"
+CheckpointRef = catalogue.OfficialFile
 
 
-def _file_name(task: str, size: str) -> str:
-    if task == "pretrain":
-        return (
-            "sapiens2_1b_4k_pretrain.safetensors"
-            if size == "1b-4k"
-            else f"sapiens2_{size}_pretrain.safetensors"
-        )
-    return f"sapiens2_{size}_{task}.safetensors"
+def own_file_hints(task: str) -> dict[str, str]:
+    """How each front-end uses a checkpoint file the user already has (advice appended to download errors)."""
+    return {
+        "cli": f"or pass --checkpoint {task}=PATH",
+        "python": "or pass the file's path to load_model()",
+        "comfyui": "or put the file into ComfyUI's models/sapiens2 folder and pick it in 'checkpoint'",
+    }
 
 
 def _check_task_size(task: str, size: str) -> None:
-    if task not in TASK_SIZES:
-        raise HubError(f"unknown task {task!r}; choose one of {', '.join(TASK_SIZES)}")
-    if size not in ALL_SIZES:
-        raise HubError(f"unknown size {size!r}; choose one of {', '.join(ALL_SIZES)}")
+    try:
+        catalogue.check_task(task)
+        catalogue.check_size(size)
+    except catalogue.CatalogueError as exc:
+        raise HubError(exc.message) from None
 
 
 def checkpoint_ref(task: str, size: str, home: str | os.PathLike[str] | None = None) -> CheckpointRef:
     """The official Hub location of `task` at `size`; HubError where no public file exists."""
     _check_task_size(task, size)
-    if task == "albedo":
+    try:
+        return catalogue.official_file(task, size)
+    except catalogue.CatalogueError as exc:
+        if catalogue.RELEASED.get(task):
+            raise HubError(exc.message) from None
+        dest = local_checkpoint_path(task, size, home)
         raise HubError(
-            "no albedo checkpoints are public yet (facebookresearch/sapiens2 issue #1), so none can be downloaded. "
-            f"If you have one, pass --checkpoint albedo=PATH or save it as {local_checkpoint_path(task, size, home)}"
-        )
-    if size not in TASK_SIZES[task]:
-        raise HubError(
-            f"there is no official {task} checkpoint of size {size}; "
-            f"{task} is released in sizes {', '.join(TASK_SIZES[task])}"
-        )
-    repo = f"facebook/sapiens2-pretrain-{size}" if task == "pretrain" else f"facebook/sapiens2-{task}-{size}"
-    return CheckpointRef(task, size, repo, _file_name(task, size))
+            f"{exc.message}, so none can be downloaded. If you have one, save it as {dest}",
+            hints=own_file_hints(task),
+        ) from None
 
 
 def checkpoint_home(home: str | os.PathLike[str] | None = None) -> Path:
@@ -122,7 +97,7 @@ def checkpoint_home(home: str | os.PathLike[str] | None = None) -> Path:
 def local_checkpoint_path(task: str, size: str, home: str | os.PathLike[str] | None = None) -> Path:
     """Where `task`/`size` is (or would be) stored: `<home>/<task>/<official file name>`."""
     _check_task_size(task, size)
-    return checkpoint_home(home) / task / _file_name(task, size)
+    return checkpoint_home(home) / task / catalogue.file_name(task, size)
 
 
 def find_checkpoint(task: str, size: str, home: str | os.PathLike[str] | None = None) -> Path | None:
@@ -132,11 +107,11 @@ def find_checkpoint(task: str, size: str, home: str | os.PathLike[str] | None = 
 
 
 def manual_download_hint(ref: CheckpointRef, home: str | os.PathLike[str] | None = None) -> str:
-    """One sentence telling the user how to get the file by hand."""
+    """One sentence telling the user how to get the file by hand (front-end advice goes into the error's hints)."""
     dest = local_checkpoint_path(ref.task, ref.size, home)
     return (
         f"Download {ref.filename} from {ref.url} (accept the Sapiens2 license on {ref.page} if asked) "
-        f"and save it as {dest}, or pass --checkpoint {ref.task}=PATH"
+        f"and save it as {dest}"
     )
 
 
@@ -236,9 +211,15 @@ def download_checkpoint(
     try:
         hub = _import_hub()
     except ImportError:
+        install = {
+            "python": 'pip install "sapiens2-studio[hub]"',
+            "cli": 'pip install "sapiens2-studio[hub]"',
+            "comfyui": "python -m pip install huggingface_hub with ComfyUI's Python, then restart ComfyUI",
+        }
+        own = own_file_hints(task)
         raise HubError(
-            "downloading needs the optional 'huggingface_hub' package (pip install \"sapiens2-studio[hub]\"). "
-            + manual_download_hint(ref, home)
+            "downloading needs the optional 'huggingface_hub' package. " + manual_download_hint(ref, home),
+            hints={k: f"Install it ({install[k]}), {own[k]}" for k in own},
         ) from None
     staging = dest.parent / ".download"
     staging.mkdir(parents=True, exist_ok=True)
@@ -248,14 +229,16 @@ def download_checkpoint(
     except Exception as exc:  # offline, gated repo, HTTP errors: all end the same way for the user
         reason = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         raise HubError(
-            f"could not download {ref.filename} ({reason}). " + manual_download_hint(ref, home)
+            f"could not download {ref.filename} ({reason}). " + manual_download_hint(ref, home),
+            hints=own_file_hints(task),
         ) from exc
     pinned = PINNED_SHA256.get(ref.filename)
     try:
         if expected is None and pinned is None:
             raise HubError(
                 f"the Hub did not report a sha256 for {ref.filename}, so the download cannot be verified. "
-                + manual_download_hint(ref, home)
+                + manual_download_hint(ref, home),
+                hints=own_file_hints(task),
             )
         digest = verify_sha256(fetched, expected or pinned or "")
         if pinned is not None and digest != pinned.lower():
@@ -294,6 +277,7 @@ def ensure_checkpoint(
     if not allow_download:
         raise HubError(
             f"{ref.filename} is not in {checkpoint_home(home)} and downloads are off. "
-            + manual_download_hint(ref, home)
+            + manual_download_hint(ref, home),
+            hints=own_file_hints(task),
         )
     return download_checkpoint(task, size, home)

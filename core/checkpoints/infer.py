@@ -22,6 +22,7 @@ OUTPUT_CONVS = {
     "conv_normal": "normal",
     "conv_albedo": "albedo",
     "conv_pointmap": "pointmap",
+    "conv_matting": "matting",
 }
 
 
@@ -65,6 +66,30 @@ def split_layout(shapes: Shapes) -> tuple[str, dict[str, tuple[int, ...]], dict[
     raise CheckpointError(f"unknown checkpoint layout: {_describe_foreign_layout(keys)}")
 
 
+def _layer_positions(
+    shapes: Shapes, prefix: str, where: str, *, stride: int = 1, first: int = 0, weight: str = "weight"
+) -> list[int]:
+    """Positions of a numbered layer chain (`prefix.N.…`, one layer every `stride` indices from `first`), in order.
+
+    Why not just count the `.weight` keys: a chain with a hole (a deleted `conv_layers.0.weight`) would then be
+    inferred one layer shorter and renumbered, and the strict comparison would report the real missing key
+    together with the later layers' keys as "unexpected", although those are fine. A hole is reported here, as the
+    one missing key it is."""
+    regex = re.compile(rf"{re.escape(prefix)}\.(\d+)\.")
+    present = {int(m.group(1)) for key in shapes if (m := regex.match(key))}
+    layers = sorted(i for i in present if i >= first and (i - first) % stride == 0)
+    if not layers:
+        return []
+    missing = [f"{where}{prefix}.{i}.{weight}" for i in range(first, layers[-1] + 1, stride)]
+    missing = [key for key in missing if key[len(where) :] not in shapes]
+    if missing:
+        raise CheckpointError(
+            f"missing key{'s' if len(missing) > 1 else ''} {', '.join(missing)}: the checkpoint is incomplete "
+            "or was edited; download it again"
+        )
+    return layers
+
+
 def _need(shapes: Shapes, key: str, where: str) -> tuple[int, ...]:
     if key not in shapes:
         raise CheckpointError(
@@ -82,9 +107,12 @@ def infer_backbone(bb: Shapes, *, rope_dtype: str = "bf16", where: str = "") -> 
         missing = sorted(set(range(blocks[-1] + 1)) - set(blocks))
         raise CheckpointError(f"transformer blocks are not contiguous; missing {where}blocks.{missing[0]}.*")
     depth = len(blocks)
-    use_qk_norm = "blocks.0.attn.q_norm.weight" in bb
+    # Flags read from any block, not only block 0: with block 0's q_norm deleted, every other block's q/k norms
+    # would otherwise be reported as "unexpected" next to the one key that is really missing.
+    norms = [f"blocks.{i}.attn.{n}_norm.weight" for i in range(depth) for n in ("q", "k")]
+    use_qk_norm = any(key in bb for key in norms)
     if use_qk_norm:
-        head_dim = _need(bb, "blocks.0.attn.q_norm.weight", where)[0]
+        head_dim = _need(bb, next(key for key in norms if key in bb), where)[0]
     else:
         head_dim = _need(bb, "rope_embed.periods", where)[0] * 4
     kv_heads = []
@@ -112,7 +140,7 @@ def infer_backbone(bb: Shapes, *, rope_dtype: str = "bf16", where: str = "") -> 
             in_channels=in_channels,
             num_register_tokens=registers,
             use_qk_norm=use_qk_norm,
-            use_layer_scale="blocks.0.attn.gamma.weight" in bb,
+            use_layer_scale=any(f"blocks.{i}.attn.gamma.weight" in bb for i in range(depth)),
             tokenizer_layers=tokenizer_layers,
             tokenizer_window=window,
             rope_dtype=rope_dtype,
@@ -133,9 +161,7 @@ def detect_task(head: Shapes) -> str:
 
 def _conv_chain(head: Shapes, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     channels, kernels = [], []
-    for i in _indices(head, rf"{re.escape(prefix)}\.(\d+)\.weight"):
-        if i % 3:  # norm weights (albedo) sit at 1, 4, 7
-            continue
+    for i in _layer_positions(head, prefix, "decode_head.", stride=3):  # norm weights (albedo) sit at 1, 4, 7
         shape = head[f"{prefix}.{i}.weight"]
         channels.append(shape[0])
         kernels.append(shape[-1])
@@ -147,7 +173,7 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
     out_channels = _need(head, f"{out_name}.weight", "decode_head.")[0]
     if task in ("pose", "seg"):
         deconv_channels, deconv_kernels = [], []
-        for i in _indices(head, r"deconv_layers\.(\d+)\.weight"):
+        for i in _layer_positions(head, "deconv_layers", "decode_head.", stride=3):
             shape = head[f"deconv_layers.{i}.weight"]  # (in, out, k, k) for transposed convs
             deconv_channels.append(shape[1])
             deconv_kernels.append(shape[-1])
@@ -162,7 +188,7 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
         )
     upsample = []
     upsample_kernel = 3
-    for i in _indices(head, r"upsample_blocks\.(\d+)\.0\.weight"):
+    for i in _layer_positions(head, "upsample_blocks", "decode_head.", weight="0.weight"):
         shape = head[f"upsample_blocks.{i}.0.weight"]
         if shape[0] % 4:
             raise CheckpointError(
@@ -173,7 +199,7 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
     conv_channels, conv_kernels = _conv_chain(head, "conv_layers")
     scale_channels, scale_kernels = _conv_chain(head, "scale_conv_layers")
     mlp: list[int] = []
-    for i in _indices(head, r"scale_final_layer\.(\d+)\.weight"):
+    for i in _layer_positions(head, "scale_final_layer", "decode_head.", stride=2, first=1):
         out_features, in_features = head[f"scale_final_layer.{i}.weight"]
         if not mlp:
             mlp.append(in_features)
@@ -193,9 +219,28 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
     )
 
 
-def infer_config(shapes: Shapes, *, rope_dtype: str = "bf16") -> ModelConfig:
-    """The full model description of a checkpoint (pretrain or task file) from its key → shape map."""
+class _ReadLog(dict):
+    """A key → shape map that remembers the keys whose shape was read (`[]`), with their checkpoint prefix."""
+
+    def __init__(self, data: Mapping[str, tuple[int, ...]], prefix: str, log: set[str]) -> None:
+        super().__init__(data)
+        self.prefix, self.log = prefix, log
+
+    def __getitem__(self, key: str) -> tuple[int, ...]:
+        self.log.add(self.prefix + key)
+        return super().__getitem__(key)
+
+
+def infer_config(shapes: Shapes, *, rope_dtype: str = "bf16", reads: set[str] | None = None) -> ModelConfig:
+    """The full model description of a checkpoint (pretrain or task file) from its key → shape map.
+
+    reads: when given, collects the keys whose shapes the description was taken from, so that a loader can tell
+    a mis-shaped source tensor (the model then follows it and its neighbours look wrong) from a mis-shaped
+    ordinary one."""
     layout, bb, head = split_layout(shapes)
+    if reads is not None:
+        bb = _ReadLog(bb, "backbone." if layout == "task" else "", reads)
+        head = _ReadLog(head, "decode_head.", reads)
     backbone = infer_backbone(bb, rope_dtype=rope_dtype, where="backbone." if layout == "task" else "")
     if layout == "pretrain":
         return ModelConfig(backbone=backbone)

@@ -14,9 +14,10 @@ from pathlib import Path
 import torch
 
 from ..arch import Sapiens2Model
+from ..catalogue import ALL_TASKS, parse_official_name, task_file_hint
 from .errors import CheckpointError
 from .infer import infer_config
-from .reader import PICKLE_HINT, SafetensorsReader, sniff_format
+from .reader import SafetensorsReader, pickle_refusal, sniff_format
 
 _DTYPE_NAMES = {
     "fp32": torch.float32,
@@ -25,14 +26,6 @@ _DTYPE_NAMES = {
     "bfloat16": torch.bfloat16,
     "fp16": torch.float16,
     "float16": torch.float16,
-}
-TASK_FILE_HINT = {
-    "pretrain": "a backbone file such as sapiens2_0.4b_pretrain.safetensors",
-    "pose": "a pose file such as sapiens2_0.4b_pose.safetensors",
-    "seg": "a segmentation file such as sapiens2_0.4b_seg.safetensors",
-    "normal": "a normal file such as sapiens2_0.4b_normal.safetensors",
-    "albedo": "an albedo file (sapiens2_<size>_albedo.safetensors; not yet published by Meta)",
-    "pointmap": "a pointmap file such as sapiens2_0.4b_pointmap.safetensors",
 }
 
 
@@ -43,7 +36,7 @@ def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torc
     if dtype is None or dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     if dtype not in _DTYPE_NAMES:
-        raise ValueError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
+        raise CheckpointError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
     return _DTYPE_NAMES[dtype]
 
 
@@ -54,8 +47,18 @@ def expected_shapes(model: Sapiens2Model, *, prefixed: bool) -> dict[str, tuple[
     return {k[len("backbone.") :]: v for k, v in shapes.items()}
 
 
-def check_keys(expected: Mapping[str, tuple], found: Mapping[str, tuple], description: str) -> None:
-    """Strict comparison; the error lists the first few offenders of each kind and says what the file is."""
+def check_keys(
+    expected: Mapping[str, tuple],
+    found: Mapping[str, tuple],
+    description: str,
+    *,
+    odd: tuple[str, tuple[int, ...], tuple[int, ...]] | None = None,
+) -> None:
+    """Strict comparison; the error lists the first few offenders of each kind and says what the file is.
+
+    odd: (key, its shape, the shape the rest of the file implies) when one tensor the model was inferred from is
+    mis-shaped (see `odd_tensor`): it is named alone, instead of the neighbours that only look wrong because the
+    model followed it."""
     missing = [k for k in expected if k not in found]
     unexpected = [k for k in found if k not in expected]
     mismatched = [
@@ -66,6 +69,13 @@ def check_keys(expected: Mapping[str, tuple], found: Mapping[str, tuple], descri
     if not (missing or unexpected or mismatched):
         return
     parts = [f"the checkpoint does not fit the model inferred from it ({description})"]
+    if odd is not None:
+        key, shape, implied = odd
+        parts.append(
+            f"tensor {key} has shape {shape}, but the rest of the file implies {implied}; the file is damaged or "
+            "was edited, download it again"
+        )
+        mismatched = []
     for label, items in (
         ("missing keys", missing),
         ("unexpected keys", unexpected),
@@ -77,6 +87,50 @@ def check_keys(expected: Mapping[str, tuple], found: Mapping[str, tuple], descri
     raise CheckpointError("; ".join(parts))
 
 
+_MAX_ODD_TRIALS = 64  # meta-model builds at most, on the error path only
+
+
+def odd_tensor(
+    found: Mapping[str, tuple[int, ...]],
+    expected: Mapping[str, tuple[int, ...]],
+    sources: set[str],
+    *,
+    rope_dtype: str = "bf16",
+) -> tuple[str, tuple[int, ...], tuple[int, ...]] | None:
+    """The one source tensor (a key the architecture was read from) whose shape the rest of the file disagrees with.
+
+    Why: the model is inferred from a few tensors' shapes (`infer_config(reads=…)`); when one of those is
+    mis-shaped, the inferred model follows it and the strict comparison blames its *neighbours*. For each source
+    tensor holding a disputed value, this tries the value its neighbours agree on; if the model inferred then fits
+    every other tensor of the file exactly, that tensor is the culprit. Returns (key, shape, implied shape) or None.
+    """
+    pairs = set()  # (value the model took, value the file's other tensors have)
+    for key, shape in expected.items():
+        if key in found and len(found[key]) == len(shape):
+            pairs |= {(m, f) for f, m in zip(found[key], shape) if f != m}
+    trials = 0
+    for key in sorted(k for k in sources if k in found):
+        shape = tuple(found[key])
+        for model_value, file_value in sorted(pairs):
+            for axis in (a for a, v in enumerate(shape) if v == model_value):
+                trials += 1
+                if trials > _MAX_ODD_TRIALS:
+                    return None
+                implied = (*shape[:axis], file_value, *shape[axis + 1 :])
+                trial = {**found, key: implied}
+                try:
+                    cfg = infer_config(trial, rope_dtype=rope_dtype)
+                    model = Sapiens2Model(cfg, device="meta")
+                except (CheckpointError, ValueError):
+                    continue
+                shapes = expected_shapes(model, prefixed=cfg.task != "pretrain")
+                if set(shapes) == set(found) and all(
+                    tuple(shapes[k]) == tuple(found[k]) for k in shapes if k != key
+                ):
+                    return key, shape, implied
+    return None
+
+
 def _pickle_state_dict(path: Path) -> dict[str, torch.Tensor]:
     data = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     for wrapper in ("state_dict", "model", "module"):
@@ -85,6 +139,32 @@ def _pickle_state_dict(path: Path) -> dict[str, torch.Tensor]:
     if not isinstance(data, dict) or not all(isinstance(v, torch.Tensor) for v in data.values()):
         raise CheckpointError(f"{path.name} does not hold a flat state dict of tensors")
     return data
+
+
+def convert_to_safetensors(source: str | os.PathLike, destination: str | os.PathLike) -> Path:
+    """Convert a pickled checkpoint (.pth/.bin/.pt) the user trusts into a .safetensors file, once.
+
+    Why: the CLI and ComfyUI load safetensors only (a pickle can run code when loaded); this is their way to use an
+    old file. The pickle is read with `torch.load(weights_only=True)`, wrappers (`state_dict`, `model`, `module`)
+    are unwrapped, the result is checked to be a Sapiens2 checkpoint, and the file is written atomically."""
+    from safetensors.torch import save_file
+
+    src, dst = Path(source).expanduser(), Path(destination).expanduser()
+    if not src.is_file():
+        raise CheckpointError(f"checkpoint not found: {src}")
+    if not sniff_format(src).startswith("pickle"):
+        raise CheckpointError(f"{src.name} is not a PyTorch pickle; only .pth/.bin/.pt files need converting")
+    if dst.suffix != ".safetensors":
+        raise CheckpointError(f"the converted file must end in .safetensors, got {dst.name}")
+    tensors = {k: v.contiguous() for k, v in _pickle_state_dict(src).items()}
+    infer_config({k: tuple(v.shape) for k, v in tensors.items()})  # refuse what is not a Sapiens2 file
+    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+    try:
+        save_file(tensors, str(tmp))
+        os.replace(tmp, dst)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return dst
 
 
 def load_model(
@@ -117,27 +197,26 @@ def load_model(
         kind = sniff_format(path)
         if kind.startswith("pickle"):
             if not allow_pickle:
-                raise CheckpointError(
-                    f"{name} is a PyTorch pickle (.pth/.bin/.pt), not safetensors. {PICKLE_HINT}"
-                )
+                raise pickle_refusal(path)
             tensors = _pickle_state_dict(path)
         else:
             reader = SafetensorsReader(path)
     shapes = reader.shapes if reader is not None else {k: tuple(v.shape) for k, v in tensors.items()}
-    cfg = infer_config(shapes, rope_dtype=rope_dtype)
+    sources: set[str] = set()
+    cfg = infer_config(shapes, rope_dtype=rope_dtype, reads=sources)
     if task is not None and cfg.task != task:
-        raise CheckpointError(
-            f"{name} is a {cfg.task} checkpoint, but a {task} model is needed here: choose "
-            f"{TASK_FILE_HINT.get(task, task)}"
-        )
+        raise wrong_task(name, cfg.task, task)
     target_dtype = resolve_dtype(dtype, device)
     model = Sapiens2Model(cfg, device="meta", dtype=target_dtype)
     prefixed = cfg.task != "pretrain"
     layout = "task file: backbone.* + decode_head.*" if prefixed else "pretrain file: bare backbone keys"
+    expected = expected_shapes(model, prefixed=prefixed)
+    disputed = any(k in shapes and tuple(shapes[k]) != tuple(v) for k, v in expected.items())
     check_keys(
-        expected_shapes(model, prefixed=prefixed),
+        expected,
         shapes,
         f"{name}, {layout}, {len(shapes)} keys, inferred {cfg.backbone.size_name} {cfg.task}",
+        odd=odd_tensor(shapes, expected, sources, rope_dtype=rope_dtype) if disputed else None,
     )
     if tensors is not None and any(t.device.type == "meta" for t in tensors.values()):
         device = torch.device("meta")
@@ -145,6 +224,31 @@ def load_model(
         model.materialize_(device)
         _fill(model, reader, tensors, prefixed)
     return model.eval().requires_grad_(False)
+
+
+def wrong_task(name: str, found: str, needed: str) -> CheckpointError:
+    """A checkpoint of another task. When the file carries an official name of the needed task (a mislabelled or
+    swapped file in the checkpoint folder), suggesting "a pose file such as <that very name>" would send the user
+    back to the file just rejected, so the message says to replace it instead."""
+    wanted = task_file_hint(needed) if needed in ALL_TASKS else needed
+    official = parse_official_name(name)
+    if official is None or official[0] != needed:
+        return CheckpointError(
+            f"{name} is a {found} checkpoint, but a {needed} model is needed here: choose {wanted}"
+        )
+    size = official[1]
+    return CheckpointError(
+        f"{name} holds a {found} model, not the {needed} model its name promises (the file was renamed or "
+        f"overwritten); replace it with the official {needed} file",
+        hints={
+            "cli": f"download it again with: sapiens2 download --task {needed} --size {size} --force, or pass "
+            f"--checkpoint {needed}=PATH to another {needed} file",
+            "python": f"download it again with download_checkpoint({needed!r}, {size!r}, force=True), or pass "
+            f"the path of another {needed} file",
+            "comfyui": f"download it again (delete it and pick size {size} with downloads on), or pick another "
+            f"*_{needed} checkpoint",
+        },
+    )
 
 
 def _fill(model: Sapiens2Model, reader: SafetensorsReader | None, tensors, prefixed: bool) -> None:

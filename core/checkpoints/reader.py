@@ -34,11 +34,32 @@ if hasattr(torch, "float8_e4m3fn"):
     SAFETENSORS_DTYPES.update({"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2})
 
 _MAX_HEADER_BYTES = 100 * 1024 * 1024
-PICKLE_HINT = (
-    "Pickled checkpoints can run arbitrary code when loaded, so they are refused by default. Use the official "
-    ".safetensors file (https://huggingface.co/facebook), or, if you trust this file, load it with "
-    "allow_pickle=True (it is then read with torch.load(weights_only=True))."
-)
+
+
+def pickle_refusal(path: Path) -> CheckpointError:
+    """The error for a pickled checkpoint, with the way out each front-end really has.
+
+    Only Python has `allow_pickle=True`; the CLI and ComfyUI load safetensors only, so their advice is to use the
+    official file or to convert this one once (a pickle is read with `torch.load(weights_only=True)` for that)."""
+    target = path.with_suffix(".safetensors")
+    one_liner = (
+        'python -c "import torch; from safetensors.torch import save_file; '
+        f"sd = torch.load('{path}', map_location='cpu', weights_only=True); sd = sd.get('state_dict', sd); "
+        f"save_file({{k: v.contiguous() for k, v in sd.items()}}, '{target}')\""
+    )
+    return CheckpointError(
+        f"{path.name} is a PyTorch pickle (.pth/.bin/.pt), not safetensors; pickled checkpoints can run arbitrary "
+        "code when loaded, so they are refused",
+        hints={
+            "python": "use the official .safetensors file (https://huggingface.co/facebook), or, if you trust this "
+            "file, load_model(path, allow_pickle=True) (read with torch.load(weights_only=True)), or convert it "
+            "once with sapiens2_studio.core.checkpoints.convert_to_safetensors(path, out)",
+            "cli": f"use the official .safetensors file (sapiens2 download), or, if you trust this file, convert "
+            f"it once: sapiens2 convert {path} {target}",
+            "comfyui": "use the official .safetensors file, or, if you trust this file, convert it once with "
+            f"ComfyUI's Python: {one_liner}; then put the .safetensors file into models/sapiens2",
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -75,9 +96,7 @@ class SafetensorsReader:
         self.file_size = self.path.stat().st_size
         kind = sniff_format(self.path)
         if kind.startswith("pickle"):
-            raise CheckpointError(
-                f"{self.path.name} is a PyTorch pickle (.pth/.bin/.pt), not safetensors. {PICKLE_HINT}"
-            )
+            raise pickle_refusal(self.path)
         if kind != "safetensors":
             raise CheckpointError(
                 f"{self.path.name} is not a safetensors file (size {self.file_size} bytes, unrecognised header). "

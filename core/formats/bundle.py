@@ -1,5 +1,10 @@
 """Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
 
+Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks` and the
+matting layer (`matte.R/G/B/A`; a file without it reads with no alpha). Version 1.0 files (written before the
+normal models' frame was settled) hold the model's raw OpenGL-frame normals under the label "opencv"; the reader
+converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
+
 The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
 strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
 to temporary names first and the JSON is renamed last, so an existing `<name>.json` always has its EXR.
@@ -7,13 +12,13 @@ to temporary names first and the JSON is renamed last, so an existing `<name>.js
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
 import uuid
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +27,9 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
+from .arrays import to_numpy
+from .documents import MAJOR, check_version, load_json, remove_quietly
+from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
 
 __all__ = [
@@ -31,27 +39,80 @@ __all__ = [
     "BundleError",
     "CaptureFrame",
     "CapturePerson",
+    "LegacyNormalsWarning",
     "default_camera",
+    "dump_document",
     "frame_name",
     "metadata_tables",
     "read_bundle",
     "sanitize_name",
+    "stage_bundle",
     "write_bundle",
 ]
 
 FORMAT_NAME = "sapiens2-capture"
 SEQUENCE_FORMAT_NAME = "sapiens2-capture-sequence"
-FORMAT_VERSION = "1.0"
-_MAJOR = 1
-_LAYER_ORDER = ("rgba", "P", "N", "albedo", "seg", "mask")
+FORMAT_VERSION = "1.1"
+# Normals of bundles older than this hold the model's frame (OpenGL: x right, y up, z toward the viewer)
+# under the label "opencv". Converting them to OpenCV negates y and z; this must equal
+# `core.shading.conventions.frame_signs(MODEL_NORMAL_FRAME, CANONICAL_FRAME)` (formats stay numpy-only, so the
+# signs are written out here; tests/test_normal_frame.py checks that they agree).
+_CANONICAL_NORMALS_SINCE = (1, 1)
+LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
+# Layer (the JSON's `layers`) → its EXR channels, as written since 1.1. Every channel but the image's R, G, B, A and
+# the depth Z sits in a `layer.channel` layer, so OpenImageIO, Nuke and Blender list the layers by name; `Z` is the
+# standard depth channel name (OpenImageIO's z_channel, Blender's Depth pass). P.A marks the pixels that have a
+# point (1) or none (0; their P and Z are 0).
+# The matte is one EXR layer `matte` (R, G, B, A) as compositors expect it: colour pre-multiplied by alpha in
+# linear light. JSON layer "alpha" = its A alone; "matte" = the whole layer (the straight foreground is RGB / A).
+_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask", "alpha", "matte")
+_MATTE_EPS = 1.0 / 255.0  # = core.pipeline.postprocess.MATTE_EPS: at or below it the straight colour is 0
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
-    "P": ("P.X", "P.Y", "P.Z"),
+    "depth": ("Z",),
+    "P": ("P.X", "P.Y", "P.Z", "P.A"),
     "N": ("N.X", "N.Y", "N.Z"),
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
-    "seg": ("seg",),
-    "mask": ("mask",),
+    "seg": ("seg.id",),
+    "mask": ("mask.A",),
+    "alpha": ("matte.A",),
+    "matte": ("matte.R", "matte.G", "matte.B", "matte.A"),
 }
+# Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
+_SINCE_1_1 = frozenset({"P.A"})
+_CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
+# The JSON names of the layers whose channels were renamed in 1.1. A new name means a 1.0 reader skips the layer
+# it cannot find (and reads the rest of the file) instead of refusing the file; 1.0 files list "seg" / "mask".
+_JSON_LAYER_NAMES = {"seg": "segmentation", "mask": "person_mask"}
+_LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class ExrEncoding:
+    """How a bundle's EXR stores its layers: a pixel type per layer (float16 → HALF, float32 → FLOAT) and the
+    file's compression (one per file: a single-part EXR compresses all its channels alike)."""
+
+    pixel_types: Mapping[str, type[np.floating]]
+    compression: str
+
+
+# The one place where the bundle's EXR encoding is chosen; measured per layer by benchmarks/bench_exr.py, what
+# each layer keeps is in docs/formats.md. Readers take any pixel type, so files written before and after read
+# the same way.
+LAYER_ENCODING = ExrEncoding(
+    pixel_types={
+        "rgba": np.float16,  # 8-bit sRGB decoded to linear: half keeps all 256 levels apart (smallest step 3e-4)
+        "depth": np.float32,  # metres, as P
+        "P": np.float32,  # metres: half would step 2 mm at 2 m and 4 mm at 5 m, which terraces a mesh
+        "N": np.float16,  # unit vectors: half's 2^-11 relative step is < 0.06° of direction
+        "albedo": np.float16,  # as rgba
+        "seg": np.float32,  # class ids: FLOAT, as id channels are read by compositors (exact in half too)
+        "mask": np.float16,  # 0..1; P.A (0 or 1) likewise
+        "alpha": np.float16,  # 0..1: 2^-11 relative step, far below an 8-bit matte's
+        "matte": np.float16,  # pre-multiplied linear colour, as rgba
+    },
+    compression="zip",
+)
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -61,8 +122,17 @@ _CONVENTIONS = {
 }
 
 
-class BundleError(ValueError):
-    """A capture bundle is missing, corrupt, of a newer major version, or inconsistent."""
+class LegacyNormalsWarning(UserWarning):
+    """A version-1.0 bundle's normals were converted to the OpenCV frame while reading."""
+
+
+def legacy_normals_note(name: str) -> str:
+    """The one message a host shows when it converted a 1.0 bundle's normals (`name`: file or sequence)."""
+    return (
+        f"{name}: capture bundle version 1.0 stores the normal model's OpenGL-frame output labelled 'opencv'; "
+        "its normals were converted to the OpenCV frame (y and z negated) while reading. Re-export it to write "
+        f"version {FORMAT_VERSION}."
+    )
 
 
 @dataclass
@@ -89,13 +159,13 @@ class CapturePerson:
         keypoints = get("keypoints")
         bbox = get("bbox")
         if keypoints is None or bbox is None:
-            raise ValueError(f"person {index}: needs 'bbox' and 'keypoints'")
+            raise BundleError(f"person {index}: needs 'bbox' and 'keypoints'")
         kp3d = get("keypoints_3d")
         return cls(
-            bbox=tuple(float(v) for v in _to_numpy(bbox).reshape(-1)[:4]),
-            keypoints=_to_numpy(keypoints).astype(np.float32),
+            bbox=tuple(float(v) for v in to_numpy(bbox).reshape(-1)[:4]),
+            keypoints=to_numpy(keypoints).astype(np.float32),
             bbox_source=str(get("bbox_source", "image") or "image"),
-            keypoints_3d=None if kp3d is None else _to_numpy(kp3d).astype(np.float32),
+            keypoints_3d=None if kp3d is None else to_numpy(kp3d).astype(np.float32),
             id=index,
             track_id=None if get("track_id") is None else int(get("track_id")),
         )
@@ -106,7 +176,11 @@ class CaptureFrame:
     """Everything one bundle holds, in memory. Arrays are (H, W[, C]) with row 0 = top.
 
     `image` and `albedo` are sRGB-encoded 0..1 (float) or uint8; points are metric OpenCV-frame XYZ;
-    normals are unit OpenCV-frame vectors; seg holds class ids; mask is 0..1.
+    normals are unit OpenCV-frame vectors (the canonical frame); seg holds class ids; mask is 0..1.
+    `alpha` is the matting model's soft alpha (0..1) and `foreground` its straight (un-premultiplied) colour,
+    sRGB-encoded like `image`; a foreground needs its alpha (the EXR stores them pre-multiplied, see above).
+    `checks`: the cross-task geometry report (`core.studio.checks.GeometryReport` or its `to_dict()`), stored
+    as the JSON's `checks` object when given. `notes`: what the reader did to bring an older file up to date.
     """
 
     width: int
@@ -117,23 +191,24 @@ class CaptureFrame:
     albedo: np.ndarray | None = None
     seg: np.ndarray | None = None
     mask: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    foreground: np.ndarray | None = None
     camera: dict[str, Any] | None = None
     people: list[Any] = field(default_factory=list)
     models: list[dict[str, Any]] = field(default_factory=list)
     pointmap_scale: float | None = None
     frame: int | None = None
     source_name: str | None = None
+    checks: Any = None
+    # `run`: the run record of the writer's transaction (JSON object `run`, docs/formats.md §2.2: run id, tasks,
+    # files); readers use it to tell frames of different runs apart. None: not written (e.g. a version 1.0 file).
+    run: dict[str, Any] | None = None
     name: str | None = None  # set by read_bundle
-    version: str = FORMAT_VERSION  # set by read_bundle
+    version: str = FORMAT_VERSION  # set by read_bundle (the file's version, before any conversion)
+    notes: list[str] = field(default_factory=list)  # set by read_bundle
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if hasattr(value, "detach"):  # torch tensor, without importing torch here
-        value = value.detach().cpu().float().numpy()
-    return np.asarray(value)
 
 
 @lru_cache(maxsize=1)
@@ -148,7 +223,7 @@ def sanitize_name(name: str) -> str:
     base = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name).replace("\\", "/").split("/")[-1])
     base = base.lstrip(".")[:120]
     if not base or set(base) <= {"_", "."}:
-        raise ValueError(
+        raise BundleError(
             f"bundle name {name!r} has no usable characters; use letters, digits, '_', '-' or '.'"
         )
     return base
@@ -187,11 +262,11 @@ def _check_shape(name: str, array: np.ndarray | None, height: int, width: int, c
         return
     expected = (height, width) if channels is None else (height, width, channels)
     if array.shape != expected:
-        raise ValueError(f"CaptureFrame.{name} has shape {array.shape}, expected {expected} (H, W[, C])")
+        raise BundleError(f"CaptureFrame.{name} has shape {array.shape}, expected {expected} (H, W[, C])")
 
 
 def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
-    arr = _to_numpy(array)
+    arr = to_numpy(array)
     if arr.ndim == 2:
         arr = np.repeat(arr[..., None], 3, axis=2)
     if arr.ndim == 3 and arr.shape[2] == 4:
@@ -201,8 +276,23 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     if arr.dtype == np.uint16:
         return arr.astype(np.float32) / 65535.0
     if not np.issubdtype(arr.dtype, np.floating):
-        raise ValueError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
+        raise BundleError(f"CaptureFrame.{name} must be uint8, uint16 or float 0..1, got {arr.dtype}")
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
+
+
+@lru_cache(maxsize=1)
+def _srgb_u8_table() -> np.ndarray:
+    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it."""
+    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+
+
+def _as_linear(name: str, array: np.ndarray) -> np.ndarray:
+    """sRGB image → scene-linear float32 (H, W, 3). 8-bit colour goes through a 256-entry table: the same values
+    as the float path, one lookup per pixel instead of a power (the bundle writer's costliest numpy step)."""
+    arr = to_numpy(array)
+    if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return _srgb_u8_table()[arr[..., :3]]
+    return srgb_to_linear(_as_srgb_float(name, arr))
 
 
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
@@ -221,11 +311,6 @@ def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
     return out
 
 
-def _remove_quietly(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-
-
 # --------------------------------------------------------------------------------------------------- writing
 
 
@@ -233,48 +318,94 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     h, w = frame.height, frame.width
     channels: dict[str, np.ndarray] = {}
     layers: list[str] = []
+    pixel = LAYER_ENCODING.pixel_types
     if frame.image is not None:
-        linear = srgb_to_linear(_as_srgb_float("image", frame.image))
+        linear = _as_linear("image", frame.image)
         _check_shape("image", linear, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[ch] = linear[..., i].astype(np.float16)
-        channels["A"] = np.ones((h, w), np.float16)
+            channels[ch] = linear[..., i].astype(pixel["rgba"])
+        channels["A"] = np.ones((h, w), pixel["rgba"])
         layers.append("rgba")
     if frame.points is not None:
-        pts = _to_numpy(frame.points).astype(np.float32)
+        pts = np.asarray(to_numpy(frame.points), dtype=np.float32)
         _check_shape("points", pts, h, w, 3)
         valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
             pts[..., 2:3] > 0
         )  # behind the camera = invalid
         pts = np.where(valid, pts, 0.0).astype(np.float32)
+        channels["Z"] = np.ascontiguousarray(
+            pts[..., 2], dtype=pixel["depth"]
+        )  # 0 where no point: "zero is infinitely far"
+        layers.append("depth")
         for i, axis in enumerate("XYZ"):
-            channels[f"P.{axis}"] = pts[..., i]
+            channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
+        channels["P.A"] = valid[..., 0].astype(pixel["mask"])
         layers.append("P")
     if frame.normals is not None:
-        nrm = _to_numpy(frame.normals).astype(np.float32)
+        nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
         _check_shape("normals", nrm, h, w, 3)
         for i, axis in enumerate("XYZ"):
-            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
+            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(pixel["N"])
         layers.append("N")
     if frame.albedo is not None:
-        alb = srgb_to_linear(_as_srgb_float("albedo", frame.albedo))
+        alb = _as_linear("albedo", frame.albedo)
         _check_shape("albedo", alb, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
+            channels[f"albedo.{ch}"] = alb[..., i].astype(pixel["albedo"])
         layers.append("albedo")
     if frame.seg is not None:
-        seg = _to_numpy(frame.seg)
+        seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg"] = seg.astype(np.float32)
+        channels["seg.id"] = seg.astype(pixel["seg"])
         layers.append("seg")
     if frame.mask is not None:
-        mask = _to_numpy(frame.mask).astype(np.float32)
+        mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(pixel["mask"])
         layers.append("mask")
+    if frame.alpha is not None:
+        _matte_channels(frame, channels, layers)
+    elif frame.foreground is not None:
+        raise BundleError("CaptureFrame.foreground needs its alpha (CaptureFrame.alpha)")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
     return channels, layers
+
+
+def _matte_channels(frame: CaptureFrame, channels: dict[str, np.ndarray], layers: list[str]) -> None:
+    """`matte.A` = alpha; with a foreground also `matte.R/G/B` = its linear colour × alpha (pre-multiplied)."""
+    alpha = np.clip(np.nan_to_num(to_numpy(frame.alpha).astype(np.float32), nan=0.0), 0.0, 1.0)
+    _check_shape("alpha", alpha, frame.height, frame.width, None)
+    channels["matte.A"] = alpha.astype(LAYER_ENCODING.pixel_types["alpha"])
+    layers.append("alpha")
+    if frame.foreground is not None:
+        colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", frame.foreground), 0.0, 1.0))
+        _check_shape("foreground", colour, frame.height, frame.width, 3)
+        for i, ch in enumerate("RGB"):
+            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(LAYER_ENCODING.pixel_types["matte"])
+        layers.append("matte")
+
+
+def _straight_foreground(premultiplied: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """sRGB straight colour from the EXR's linear pre-multiplied matte: RGB / A where A > 1/255, else 0."""
+    safe = np.where(alpha > _MATTE_EPS, alpha, 1.0)[..., None]
+    straight = np.clip(premultiplied / safe, 0.0, 1.0)
+    return np.where((alpha > _MATTE_EPS)[..., None], linear_to_srgb(straight), 0.0).astype(np.float32)
+
+
+def _checks_json(checks: Any) -> dict[str, Any] | None:
+    """The `checks` object: a mapping or anything with `to_dict()` (a GeometryReport), strict JSON."""
+    if checks is None:
+        return None
+    data = checks.to_dict() if hasattr(checks, "to_dict") else checks
+    if not isinstance(data, Mapping):
+        raise BundleError(
+            f"CaptureFrame.checks must be a mapping or have to_dict(), got {type(checks).__name__}"
+        )
+    try:
+        return json.loads(json.dumps(dict(data), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"CaptureFrame.checks is not JSON data ({exc})") from exc
 
 
 def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], layers: list[str]) -> dict:
@@ -282,15 +413,17 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
     camera = dict(frame.camera) if frame.camera else default_camera(frame.width, frame.height)
     for key in ("fx", "fy", "cx", "cy"):
         if key not in camera:
-            raise ValueError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
+            raise BundleError(f"CaptureFrame.camera is missing {key!r} (needs fx, fy, cx, cy)")
     camera_json = {"model": str(camera.get("model", "pinhole"))}
     camera_json.update({k: float(camera[k]) for k in ("fx", "fy", "cx", "cy")})
     if (
         not all(math.isfinite(camera_json[k]) for k in ("fx", "fy", "cx", "cy"))
         or min(camera_json["fx"], camera_json["fy"]) <= 0
     ):
-        raise ValueError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
+        raise BundleError(f"CaptureFrame.camera needs finite fx, fy > 0, cx, cy; got {camera_json}")
     camera_json["source"] = str(camera.get("source", "user"))
+    if camera.get("reason"):
+        camera_json["reason"] = str(camera["reason"])
     people_json = []
     for person in people:
         entry: dict[str, Any] = {
@@ -307,7 +440,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
             ]
         people_json.append(entry)
     source = Path(str(frame.source_name)).name if frame.source_name else None
-    return {
+    checks = _checks_json(frame.checks)
+    doc = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "name": name,
@@ -316,7 +450,7 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         "image": {"width": int(frame.width), "height": int(frame.height), "source": source},
         "camera": camera_json,
         "conventions": dict(_CONVENTIONS),
-        "layers": layers,
+        "layers": [_JSON_LAYER_NAMES.get(layer, layer) for layer in layers],
         "models": [
             {
                 "task": str(m.get("task")),
@@ -332,46 +466,75 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         "skeleton": skeleton,
         "seg_classes": classes,
     }
+    if checks is not None:
+        doc["checks"] = checks
+    if frame.run is not None:
+        doc["run"] = _strict_object("run", frame.run)
+    return doc
+
+
+def _strict_object(field_name: str, value: Any) -> dict[str, Any]:
+    """A mapping as strict JSON data (no NaN), or a BundleError naming the field."""
+    if not isinstance(value, Mapping):
+        raise BundleError(f"CaptureFrame.{field_name} must be a mapping, got {type(value).__name__}")
+    try:
+        return json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise BundleError(f"CaptureFrame.{field_name} is not JSON data ({exc})") from exc
+
+
+def dump_document(doc: Mapping[str, Any]) -> str:
+    """A bundle JSON document as text: compact, UTF-8, and never NaN (invalid JSON; writers store null instead)."""
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     people = []
-    points = None if frame.points is None else _to_numpy(frame.points).astype(np.float32)
+    points = None if frame.points is None else to_numpy(frame.points).astype(np.float32)
     for index, raw in enumerate(frame.people):
         person = CapturePerson.coerce(raw, index)
         person.id = index
         kp = person.keypoints
         if kp.ndim != 2 or kp.shape[1] != 3:
-            raise ValueError(f"person {index}: keypoints must be (K, 3) = x, y, score, got {kp.shape}")
+            raise BundleError(f"person {index}: keypoints must be (K, 3) = x, y, score, got {kp.shape}")
         person.keypoints_3d = None if points is None else _sample_points(points, kp)
         people.append(person)
     return people
 
 
+def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame) -> dict[str, Any]:
+    """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
+
+    The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
+    EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames."""
+    if frame.width <= 0 or frame.height <= 0:
+        raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+    channels, layers = _exr_channels(frame)
+    people = _prepare_people(frame)
+    doc = _frame_json(frame, sanitize_name(name), people, layers)
+    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
+    return doc
+
+
 def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
     """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
     if frame.width <= 0 or frame.height <= 0:
-        raise ValueError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
+        raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
     base = sanitize_name(name)
     out_dir = Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
-    channels, layers = _exr_channels(frame)
-    people = _prepare_people(frame)
-    doc = _frame_json(frame, base, people, layers)
     exr_path, json_path = out_dir / f"{base}.exr", out_dir / f"{base}.json"
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        write_exr(tmp_exr, channels, {"sapiens2Capture": FORMAT_VERSION})
-        tmp_json.write_text(
-            json.dumps(doc, ensure_ascii=False, separators=(",", ":"), allow_nan=False), encoding="utf-8"
-        )
-        _remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
+        doc = stage_bundle(tmp_exr, base, frame)
+        tmp_json.write_text(dump_document(doc), encoding="utf-8")
+        remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)
         os.replace(tmp_json, json_path)
     except BaseException:
-        _remove_quietly(tmp_exr)
-        _remove_quietly(tmp_json)
+        remove_quietly(tmp_exr)
+        remove_quietly(tmp_json)
         raise
     return json_path
 
@@ -379,35 +542,23 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
 # --------------------------------------------------------------------------------------------------- reading
 
 
-def _load_json(path: Path, what: str) -> dict[str, Any]:
-    if not path.is_file():
-        raise BundleError(f"{path}: {what} not found")
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BundleError(f"{path}: not valid JSON ({exc})") from exc
-    if not isinstance(doc, dict):
-        raise BundleError(f"{path}: expected a JSON object at the top level")
-    return doc
-
-
-def _check_version(path: Path, doc: dict[str, Any], expected_format: str) -> str:
-    if doc.get("format") != expected_format:
-        raise BundleError(f"{path}: 'format' is {doc.get('format')!r}, expected {expected_format!r}")
-    version = str(doc.get("version", ""))
-    match = re.fullmatch(r"(\d+)\.(\d+)", version)
-    if not match:
-        raise BundleError(f"{path}: 'version' must look like '1.0', got {version!r}")
-    if int(match.group(1)) > _MAJOR:
-        raise BundleError(
-            f"{path}: bundle version {version} was written by a newer Sapiens2 Studio; this reader supports "
-            f"version {_MAJOR}.x. Update sapiens2-studio (pip install -U sapiens2-studio)."
-        )
-    return version
-
-
 def _stack(channels: dict[str, np.ndarray], names: Sequence[str]) -> np.ndarray:
     return np.stack([channels[n].astype(np.float32) for n in names], axis=-1)
+
+
+def _layer_channels(channels: Mapping[str, np.ndarray], layer: str) -> tuple[list[str], list[str]]:
+    """(the file's names for the channels of `layer`, the channels it lacks): 1.1 names, else 1.0 names; the
+    channels added in 1.1 are not required."""
+    found, missing = [], []
+    for name in _LAYER_CHANNELS.get(layer, ()):
+        old = _CHANNELS_1_0.get(name)
+        if name in channels:
+            found.append(name)
+        elif old is not None and old in channels:
+            found.append(old)
+        elif name not in _SINCE_1_1:
+            missing.append(name)
+    return found, missing
 
 
 def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
@@ -439,15 +590,36 @@ def _parse_people(path: Path, raw_people: Any) -> list[CapturePerson]:
     return people
 
 
-def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
-    """Read one frame bundle; raises BundleError naming the file and the problem."""
+def _version_tuple(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+def _legacy_normals(path: Path, doc: dict[str, Any], version: str) -> bool:
+    """True when the stored normals are the 1.0 legacy model frame; refuses a frame this reader cannot use."""
+    if _version_tuple(version) < _CANONICAL_NORMALS_SINCE:
+        return True
+    declared = (doc.get("conventions") or {}).get("normals_frame", "opencv")
+    if declared != "opencv":
+        raise BundleError(
+            f"{path}: normals_frame is {declared!r}; version {MAJOR}.x bundles store normals in 'opencv'"
+        )
+    return False
+
+
+def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> CaptureFrame:
+    """Read one frame bundle; raises BundleError naming the file and the problem.
+
+    Normals come back in the OpenCV frame whatever the file's version: a 1.0 file's are converted, noted in
+    `frame.notes`, and (unless `warn` is False, e.g. for the later frames of a sequence) announced with a
+    `LegacyNormalsWarning`."""
     path = Path(json_path)
-    doc = _load_json(path, "capture bundle JSON")
-    version = _check_version(path, doc, FORMAT_NAME)
+    doc = load_json(path, "capture bundle JSON")
+    version = check_version(path, doc, FORMAT_NAME)
     try:
         width, height = int(doc["image"]["width"]), int(doc["image"]["height"])
         exr_name = str(doc["exr"])
-        layers = [str(x) for x in doc.get("layers", [])]
+        layers = [_LAYER_FROM_JSON.get(str(x), str(x)) for x in doc.get("layers", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise BundleError(f"{path}: missing or malformed field ({exc})") from exc
     if Path(exr_name).name != exr_name or exr_name in ("", ".", ".."):
@@ -464,8 +636,9 @@ def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
             raise BundleError(
                 f"{exr_path}: channel {name!r} is {arr.shape[1]}x{arr.shape[0]}, JSON says {width}x{height}"
             )
+    names = {layer: _layer_channels(channels, layer)[0] for layer in layers}
     for layer in layers:
-        missing = [c for c in _LAYER_CHANNELS.get(layer, ()) if c not in channels]
+        missing = _layer_channels(channels, layer)[1]
         if missing:
             raise BundleError(
                 f"{exr_path}: layer {layer!r} is listed in the JSON but channels {missing} are missing"
@@ -474,32 +647,36 @@ def read_bundle(json_path: str | os.PathLike[str]) -> CaptureFrame:
     if "rgba" in layers:
         frame.image = linear_to_srgb(_stack(channels, ("R", "G", "B")))
     if "P" in layers:
-        frame.points = _stack(channels, _LAYER_CHANNELS["P"])
+        frame.points = _stack(channels, names["P"][:3])
     if "N" in layers:
         frame.normals = _stack(channels, _LAYER_CHANNELS["N"])
+        if _legacy_normals(path, doc, version):
+            frame.normals *= np.asarray(LEGACY_NORMAL_SIGNS, dtype=np.float32)
+            frame.notes.append(legacy_normals_note(path.name))
+            if warn:
+                warnings.warn(frame.notes[-1], LegacyNormalsWarning, stacklevel=2)
     if "albedo" in layers:
         frame.albedo = linear_to_srgb(_stack(channels, _LAYER_CHANNELS["albedo"]))
     if "seg" in layers:
-        frame.seg = np.rint(channels["seg"]).astype(np.int64)
+        frame.seg = np.rint(channels[names["seg"][0]]).astype(np.int64)
     if "mask" in layers:
-        frame.mask = channels["mask"].astype(np.float32)
+        frame.mask = channels[names["mask"][0]].astype(np.float32)
+    if "alpha" in layers or "matte" in layers:
+        frame.alpha = channels["matte.A"].astype(np.float32)
+    if "matte" in layers:
+        frame.foreground = _straight_foreground(_stack(channels, _LAYER_CHANNELS["matte"][:3]), frame.alpha)
     frame.camera = doc.get("camera")
     frame.people = _parse_people(path, doc.get("people", []))
     frame.models = list(doc.get("models", []))
     frame.pointmap_scale = doc.get("pointmap_scale")
     frame.frame = doc.get("frame")
     frame.source_name = (doc.get("image") or {}).get("source")
+    checks = doc.get("checks")
+    if checks is not None and not isinstance(checks, dict):
+        raise BundleError(f"{path}: 'checks' must be a JSON object when present")
+    frame.checks = checks
+    run = doc.get("run")
+    if run is not None and not isinstance(run, dict):
+        raise BundleError(f"{path}: 'run' must be a JSON object when present")
+    frame.run = run
     return frame
-
-
-# Sequences live in `sequence.py` (one job per module). They stay importable from here, lazily (PEP 562), so
-# `bundle.write_sequence` / `bundle.SequenceWriter` keep working without an import cycle.
-_SEQUENCE_NAMES = ("CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _SEQUENCE_NAMES:
-        from . import sequence
-
-        return getattr(sequence, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

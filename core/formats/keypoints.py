@@ -2,9 +2,10 @@
 ComfyUI `POSE_KEYPOINT` frames (ComfyUI-core and comfyui_controlnet_aux flavours). numpy only.
 
 Every converter takes (..., 308, 3) arrays of (x, y, score) in image pixels and returns (..., N, 3).
-Index tables and the rules for synthesised points are listed in docs/keypoints.md. Points a format needs but
-Goliath lacks (the jaw line) are (0, 0, 0). Synthesised points (shoulder-midpoint neck, mid-hip) take the mean
-position and the smaller score of their two sources.
+Index tables and the rules for synthesised points are listed in docs/keypoints.md. Synthesised points
+(shoulder-midpoint neck, mid-hip, the jaw line Goliath lacks) take positions built from their sources and the
+smallest of their sources' scores. No converter writes a (0, 0) placeholder: consumers that ignore the scores
+(ComfyUI's SDPoseFaceBBoxes, controlnet_aux's face colouring) would take it for a point in the image corner.
 """
 
 from __future__ import annotations
@@ -14,8 +15,11 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .errors import FormatError
+
 NeckMode = Literal["anatomical", "shoulder_midpoint"]
-Flavor = Literal["comfyui", "controlnet_aux"]
+Flavor = Literal["openpose", "comfyui", "controlnet_aux"]
+FLAVORS = ("openpose", "comfyui", "controlnet_aux")
 
 NUM_KEYPOINTS = 308
 NECK = 69  # Goliath's anatomical neck
@@ -114,12 +118,15 @@ INNER_R, INNER_L, UPPER_INNER_CENTER, LOWER_INNER_CENTER = 204, 205, 206, 207
 UPPER_INNER = (208, 209, 212, 213, 214, 215)
 LOWER_INNER = (210, 211, 216, 217, 218, 219)
 R_PUPIL, L_PUPIL = 299, 290
+# Jaw line anchors: dlib's first and last jaw points sit where the face meets the ear, at the top of the tragus.
+R_TRAGUS_TOP, L_TRAGUS_TOP = 264, 238
+JAW = tuple(range(17))
 
 
 def _as_array(keypoints: Any) -> np.ndarray:
     arr = np.asarray(keypoints, dtype=np.float32)
     if arr.shape[-2:] != (NUM_KEYPOINTS, 3):
-        raise ValueError(f"expected (..., 308, 3) keypoints (x, y, score), got shape {arr.shape}")
+        raise FormatError(f"expected (..., 308, 3) keypoints (x, y, score), got shape {arr.shape}")
     return arr
 
 
@@ -143,7 +150,7 @@ def _gather(kp: np.ndarray, table: Sequence[int], neck: NeckMode = "anatomical")
 
 def _check_neck(neck: str) -> NeckMode:
     if neck not in ("anatomical", "shoulder_midpoint"):
-        raise ValueError(
+        raise FormatError(
             f"neck must be 'anatomical' (Goliath keypoint 69) or 'shoulder_midpoint', got {neck!r}"
         )
     return neck  # type: ignore[return-value]
@@ -168,7 +175,7 @@ def to_feet6(keypoints: Any) -> np.ndarray:
 def to_hand21(keypoints: Any, side: Literal["left", "right"]) -> np.ndarray:
     """The subject's left or right hand in OpenPose order."""
     if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+        raise FormatError(f"side must be 'left' or 'right', got {side!r}")
     return _gather(_as_array(keypoints), HAND_LEFT21 if side == "left" else HAND_RIGHT21)
 
 
@@ -190,7 +197,8 @@ def _ordered(kp: np.ndarray, group: Sequence[int], axis: np.ndarray) -> np.ndarr
 
 
 def face68_indices(keypoints: Any) -> np.ndarray:
-    """(..., 68) Goliath indices for the dlib/OpenPose 68 face points (−1 = not available: the jaw line)."""
+    """(..., 68) Goliath indices for the dlib/OpenPose 68 face points (−1 = no Goliath point: the jaw line except
+    its chin, which `to_face68` synthesises)."""
     kp = _as_array(keypoints)
     across, down = _face_axes(kp)
     lead = kp.shape[:-2]
@@ -256,9 +264,40 @@ def _take(kp: np.ndarray, index: np.ndarray) -> np.ndarray:
     return np.where((index >= 0)[..., None], picked, 0.0).astype(np.float32)
 
 
-def to_face68(keypoints: Any) -> np.ndarray:
+def jaw_line(keypoints: Any) -> np.ndarray:
+    """(..., 17, 3) dlib jaw points 0-16 (subject's right ear → chin → left ear), synthesised.
+
+    Goliath has no jaw contour, only the chin tip (77) and the ears. The jaw is drawn as two quarter ellipses in
+    the face's own frame: O is the chin's foot on the line between the two tragus tops (R, L); the right half
+    runs O + (R − O)·cos t + (C − O)·sin t for t = 0 … π/2 in 8 equal steps (R to the chin C), the left half the
+    same with L. Point 8 is the chin itself. Every synthesised point gets the smallest score of R, L and C, so a
+    jaw whose ear is hidden (a profile view) is marked missing rather than drawn with confidence.
+    """
     kp = _as_array(keypoints)
-    return _take(kp, face68_indices(kp))
+    right, left, chin = kp[..., R_TRAGUS_TOP, :], kp[..., L_TRAGUS_TOP, :], kp[..., CHIN, :]
+    across = left[..., :2] - right[..., :2]
+    length = np.linalg.norm(across, axis=-1, keepdims=True)
+    eyes, _ = _face_axes(kp)
+    unit = np.where(length > 1e-6, across / np.maximum(length, 1e-6), eyes)
+    foot = right[..., :2] + np.sum((chin[..., :2] - right[..., :2]) * unit, axis=-1, keepdims=True) * unit
+    down = chin[..., :2] - foot
+    score = np.minimum(np.minimum(right[..., 2], left[..., 2]), chin[..., 2])
+    out = np.zeros((*kp.shape[:-2], 17, 3), dtype=np.float32)
+    for k in JAW:
+        side = right if k < 8 else left
+        t = (k if k < 8 else 16 - k) * (np.pi / 16.0)
+        out[..., k, :2] = foot + (side[..., :2] - foot) * np.cos(t) + down * np.sin(t)
+        out[..., k, 2] = score
+    out[..., 8, :] = chin
+    return out
+
+
+def to_face68(keypoints: Any) -> np.ndarray:
+    """dlib-68 face: Goliath points where they exist (`face68_indices`), the jaw line from `jaw_line`."""
+    kp = _as_array(keypoints)
+    out = _take(kp, face68_indices(kp))
+    out[..., :17, :] = jaw_line(kp)
+    return out
 
 
 def to_face70(keypoints: Any) -> np.ndarray:
@@ -281,21 +320,21 @@ def _flat(points: np.ndarray) -> list[float]:
     return [float(v) for v in points.reshape(-1)]
 
 
-def _binarize(points: np.ndarray, threshold: float) -> list[float] | None:
-    """controlnet_aux encoding: [x, y, 1] for a detected point, [0, 0, 0] otherwise; None if none detected."""
-    keep = points[:, 2] >= threshold
-    if not keep.any():
-        return None
-    out = np.zeros_like(points)
-    out[keep, :2] = points[keep, :2]
-    out[keep, 2] = 1.0
+def _binarize(points: np.ndarray, threshold: float) -> list[float]:
+    """OpenPose-convention confidences: [x, y, 1] for a point scored ≥ `threshold`, [x, y, 0] otherwise.
+
+    A point below the threshold keeps its predicted position instead of OpenPose's (0, 0, 0): readers that honour
+    the confidence skip it either way (controlnet_aux drops c < 1, ComfyUI's SDPose nodes c < their threshold),
+    and readers that ignore it (face boxes, face colouring) get a point on the face, not one in the corner."""
+    out = points.copy()
+    out[:, 2] = (points[:, 2] >= threshold).astype(np.float32)
     return _flat(out)
 
 
 def person_to_openpose(
     keypoints: Any,
     *,
-    flavor: Flavor = "comfyui",
+    flavor: Flavor = "openpose",
     neck: NeckMode | Literal["auto"] = "auto",
     score_threshold: float = 0.3,
     canvas_size: tuple[int, int] | None = None,
@@ -306,25 +345,31 @@ def person_to_openpose(
 ) -> dict[str, Any]:
     """One person's 308 keypoints → an OpenPose-JSON person dict.
 
-    flavor "comfyui": real scores and `foot_keypoints_2d` (ComfyUI core); "controlnet_aux": scores 0/1 with
-    threshold `score_threshold`, undetected parts None (what comfyui_controlnet_aux renders).
-    neck "auto": shoulder midpoint for controlnet_aux (what ControlNet-OpenPose was trained on), the anatomical
-    neck (69) for comfyui. `normalized` divides x, y by the canvas size (some editors expect [0, 1]).
+    flavor "openpose" (default): OpenPose-convention confidences (1 for a score ≥ `score_threshold`, else 0),
+    `foot_keypoints_2d` included: what both comfyui_controlnet_aux (which drops every point with c < 1) and
+    ComfyUI's SDPose nodes (which threshold the score) draw in full. "comfyui": the real scores (what SDPose's
+    extractor writes; controlnet_aux's renderer draws none of the points scored below 1). "controlnet_aux": as
+    "openpose" without `foot_keypoints_2d`, the parts DWPose writes.
+    Every part is a full list (never None) unless excluded with `include_*`: SDPoseDrawKeypoints and
+    controlnet_aux's face colouring index the lists without checking for None.
+    neck "auto": the shoulder midpoint for the binarised flavours (what ControlNet-OpenPose was trained on and
+    what SDPose writes), the anatomical neck (69) for "comfyui". `normalized` divides x, y by the canvas size
+    (some editors expect [0, 1]).
     """
-    if flavor not in ("comfyui", "controlnet_aux"):
-        raise ValueError(f"flavor must be 'comfyui' or 'controlnet_aux', got {flavor!r}")
+    if flavor not in FLAVORS:
+        raise FormatError(f"flavor must be one of {', '.join(map(repr, FLAVORS))}, got {flavor!r}")
     kp = _as_array(keypoints).copy()
     if kp.ndim != 2:
-        raise ValueError(f"person_to_openpose takes one person (308, 3), got {kp.shape}")
+        raise FormatError(f"person_to_openpose takes one person (308, 3), got {kp.shape}")
     if neck == "auto":
-        neck = "shoulder_midpoint" if flavor == "controlnet_aux" else "anatomical"
+        neck = "anatomical" if flavor == "comfyui" else "shoulder_midpoint"
     if normalized:
         if canvas_size is None:
-            raise ValueError("normalized=True needs canvas_size=(width, height)")
+            raise FormatError("normalized=True needs canvas_size=(width, height)")
         kp[:, 0] /= float(canvas_size[0])
         kp[:, 1] /= float(canvas_size[1])
     parts: dict[str, np.ndarray | None] = {"pose_keypoints_2d": to_openpose18(kp, neck)}
-    if include_feet and flavor == "comfyui":
+    if include_feet and flavor != "controlnet_aux":
         parts["foot_keypoints_2d"] = to_feet6(kp)
     parts["face_keypoints_2d"] = to_face70(kp) if include_face else None
     parts["hand_left_keypoints_2d"] = to_hand21(kp, "left") if include_hands else None
@@ -337,8 +382,6 @@ def person_to_openpose(
             person[key] = _flat(pts)
         else:
             person[key] = _binarize(pts, score_threshold)
-    if flavor == "controlnet_aux" and person["pose_keypoints_2d"] is None:
-        person["pose_keypoints_2d"] = [0.0] * 54
     return person
 
 

@@ -1,9 +1,18 @@
-"""Pointmap → coloured triangle mesh, written as binary PLY or GLB (numpy + struct only).
+"""Pointmap → coloured triangle mesh, written as binary PLY or GLB (numpy, struct and zlib only).
 
 A pointmap is a grid, so the mesh is two triangles per pixel quad; triangles that straddle a depth
 discontinuity (a silhouette edge in front of the background) would be long "rubber sheets", so they are
-dropped when their depth range is large relative to their depth. Vertices stay in the OpenCV camera frame for
-PLY (like the bundle) and are converted to glTF's y-up, −z-forward frame for GLB, as glTF requires.
+dropped when their depth range is large relative to their depth.
+
+Both files are in one frame, glTF's: x right, y up, z toward the viewer, metres, the camera at the origin looking
+down −z (OpenCV (x, y, z) → (x, −y, −z)). glTF requires it, and y-up viewers (three.js and so ComfyUI's 3D
+preview, trimesh, MeshLab) show a PLY in it upright too. The `Mesh` itself stays in the OpenCV frame, like every
+array the project keeps.
+
+Colours: the PLY has per-vertex colours. The GLB carries the image as its material's base-colour texture, with
+each vertex at its pixel's centre: trimesh ignores COLOR_0 whenever a primitive has a material, and three.js draws
+a primitive without one with glTF's default, fully metallic material (nearly black without an environment map),
+so a texture is the one form both show.
 """
 
 from __future__ import annotations
@@ -11,25 +20,35 @@ from __future__ import annotations
 import json
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .errors import FormatError
 from .exr import srgb_to_linear
 
-__all__ = ["Mesh", "pointmap_to_mesh", "write_glb", "write_mesh", "write_ply"]
+__all__ = ["OPENCV_TO_FILE", "Mesh", "encode_png", "pointmap_to_mesh", "write_glb", "write_mesh", "write_ply"]
+
+# OpenCV camera frame → the files' frame (glTF: y up, z toward the viewer): a rotation of 180° about x, so
+# triangle winding is preserved.
+OPENCV_TO_FILE = np.array([1.0, -1.0, -1.0], dtype=np.float32)
 
 
 @dataclass
 class Mesh:
-    """Triangle mesh: vertices (N, 3) float32, faces (M, 3) uint32, optional colours (N, 3) uint8 sRGB and normals."""
+    """Triangle mesh in the OpenCV camera frame: vertices (N, 3) float32, faces (M, 3) uint32, optional per-vertex
+    colours (N, 3) uint8 sRGB and normals; optionally a texture (H, W, 3) uint8 sRGB with per-vertex `uv` (N, 2)
+    (glTF convention: (0, 0) is the texture's top-left corner)."""
 
     vertices: np.ndarray
     faces: np.ndarray
     colors: np.ndarray | None = None
     normals: np.ndarray | None = None
+    texture: np.ndarray | None = None
+    uv: np.ndarray | None = None
 
 
 def _as_uint8_rgb(colors: Any) -> np.ndarray:
@@ -58,13 +77,13 @@ def pointmap_to_mesh(
     """
     pts = np.asarray(points, dtype=np.float32)
     if pts.ndim != 3 or pts.shape[2] != 3:
-        raise ValueError(f"points must be (H, W, 3), got {pts.shape}")
+        raise FormatError(f"points must be (H, W, 3), got {pts.shape}")
     height, width = pts.shape[:2]
     valid = np.isfinite(pts).all(axis=2) & (pts[..., 2] > 0)
     if mask is not None:
         m = np.asarray(mask)
         if m.shape != (height, width):
-            raise ValueError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
+            raise FormatError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
         valid &= m > 0.5 if m.dtype != bool else m
     index = np.full((height, width), -1, dtype=np.int64)
     index[valid] = np.arange(int(valid.sum()))
@@ -88,23 +107,26 @@ def pointmap_to_mesh(
         faces.append(np.stack([i[keep] for i in idx], axis=1))
     face_array = np.concatenate(faces).astype(np.uint32) if faces else np.zeros((0, 3), np.uint32)
 
-    vert_colors = None
+    vert_colors = texture = uv = None
     if colors is not None:
         rgb = _as_uint8_rgb(colors)
         if rgb.shape[:2] != (height, width):
-            raise ValueError(f"colors must be (H, W, 3) = {(height, width)}, got {rgb.shape}")
+            raise FormatError(f"colors must be (H, W, 3) = {(height, width)}, got {rgb.shape}")
         vert_colors = np.ascontiguousarray(rgb[valid])
+        texture = np.ascontiguousarray(rgb)
+        rows, cols = np.nonzero(valid)
+        uv = np.stack([(cols + 0.5) / width, (rows + 0.5) / height], axis=1).astype(np.float32)
     vert_normals = None
     if normals is not None:
         nrm = np.asarray(normals, dtype=np.float32)
         if nrm.shape != pts.shape:
-            raise ValueError(f"normals must be (H, W, 3) = {pts.shape}, got {nrm.shape}")
+            raise FormatError(f"normals must be (H, W, 3) = {pts.shape}, got {nrm.shape}")
         vert_normals = np.ascontiguousarray(np.nan_to_num(nrm[valid]))
-    return Mesh(np.ascontiguousarray(pts[valid]), face_array, vert_colors, vert_normals)
+    return Mesh(np.ascontiguousarray(pts[valid]), face_array, vert_colors, vert_normals, texture, uv)
 
 
 def write_ply(path: str | os.PathLike[str], mesh: Mesh) -> Path:
-    """Binary little-endian PLY: vertex x y z [nx ny nz] [red green blue], face list uchar int."""
+    """Binary little-endian PLY: vertex x y z [nx ny nz] [red green blue], face list uchar int; glTF's frame."""
     n_vert, n_face = len(mesh.vertices), len(mesh.faces)
     fields = [("x", "<f4"), ("y", "<f4"), ("z", "<f4")]
     props = ["property float x", "property float y", "property float z"]
@@ -115,9 +137,9 @@ def write_ply(path: str | os.PathLike[str], mesh: Mesh) -> Path:
         fields += [("red", "u1"), ("green", "u1"), ("blue", "u1")]
         props += ["property uchar red", "property uchar green", "property uchar blue"]
     vertex = np.empty(n_vert, dtype=np.dtype(fields))
-    vertex["x"], vertex["y"], vertex["z"] = mesh.vertices.T
+    vertex["x"], vertex["y"], vertex["z"] = (mesh.vertices.astype(np.float32) * OPENCV_TO_FILE).T
     if mesh.normals is not None:
-        vertex["nx"], vertex["ny"], vertex["nz"] = mesh.normals.T
+        vertex["nx"], vertex["ny"], vertex["nz"] = (mesh.normals.astype(np.float32) * OPENCV_TO_FILE).T
     if mesh.colors is not None:
         vertex["red"], vertex["green"], vertex["blue"] = mesh.colors.T
     face = np.empty(n_face, dtype=np.dtype([("n", "u1"), ("i", "<i4", (3,))]))
@@ -127,7 +149,8 @@ def write_ply(path: str | os.PathLike[str], mesh: Mesh) -> Path:
         [
             "ply",
             "format binary_little_endian 1.0",
-            "comment sapiens2-studio pointmap mesh, OpenCV camera frame (x right, y down, z forward), meters",
+            "comment sapiens2-studio pointmap mesh, meters, y up: x right, y up, z toward the viewer (glTF frame; "
+            "the camera at the origin looks down -z)",
             f"element vertex {n_vert}",
             *props,
             f"element face {n_face}",
@@ -147,43 +170,87 @@ def _pad4(data: bytes, fill: bytes) -> bytes:
     return data + fill * ((4 - len(data) % 4) % 4)
 
 
+def encode_png(rgb: np.ndarray) -> bytes:
+    """An (H, W, 3) uint8 image as an 8-bit RGB PNG (stdlib zlib: core/formats stays numpy-only)."""
+    image = np.ascontiguousarray(_as_uint8_rgb(rgb))
+    height, width = image.shape[:2]
+    rows = np.zeros((height, 1 + 3 * width), dtype=np.uint8)  # filter byte 0 (none) before each row
+    rows[:, 1:] = image.reshape(height, -1)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+        )
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits, truecolour, no interlace
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
+        + chunk(b"IEND", b"")
+    )
+
+
 def write_glb(path: str | os.PathLike[str], mesh: Mesh) -> Path:
-    """glTF 2.0 binary with one mesh: POSITION, optional NORMAL and COLOR_0 (linear float RGB), uint32 indices."""
+    """glTF 2.0 binary with one mesh: POSITION, optional NORMAL, uint32 indices, and the colours as a PNG
+    base-colour texture with TEXCOORD_0 (or, for a mesh with vertex colours only, COLOR_0 in linear float RGB)."""
     if len(mesh.vertices) == 0 or len(mesh.faces) == 0:
-        raise ValueError(
+        raise FormatError(
             f"{path}: the mesh is empty (no valid points inside the mask); glTF needs at least one triangle"
         )
-    flip = np.array([1.0, -1.0, -1.0], dtype=np.float32)  # OpenCV → glTF (rotation: winding preserved)
-    positions = np.ascontiguousarray(mesh.vertices.astype(np.float32) * flip)
+    positions = np.ascontiguousarray(mesh.vertices.astype(np.float32) * OPENCV_TO_FILE)
     blobs: list[bytes] = []
     views: list[dict[str, Any]] = []
     accessors: list[dict[str, Any]] = []
 
+    def view(data: bytes, target: int | None = None) -> int:
+        entry: dict[str, Any] = {
+            "buffer": 0,
+            "byteOffset": sum(len(b) for b in blobs),
+            "byteLength": len(data),
+        }
+        if target is not None:
+            entry["target"] = target
+        blobs.append(_pad4(data, b"\x00"))
+        views.append(entry)
+        return len(views) - 1
+
     def add(array: np.ndarray, acc_type: str, component: int, target: int, **extra: Any) -> int:
-        offset = sum(len(b) for b in blobs)
-        data = _pad4(np.ascontiguousarray(array).tobytes(), b"\x00")
-        blobs.append(data)
-        views.append({"buffer": 0, "byteOffset": offset, "byteLength": array.nbytes, "target": target})
-        count = len(array) if acc_type != "SCALAR" else array.size
+        data = np.ascontiguousarray(array)
+        count = len(data) if acc_type != "SCALAR" else data.size
+        index = view(data.tobytes(), target)
         accessors.append(
-            {
-                "bufferView": len(views) - 1,
-                "componentType": component,
-                "count": count,
-                "type": acc_type,
-                **extra,
-            }
+            {"bufferView": index, "componentType": component, "count": count, "type": acc_type, **extra}
         )
         return len(accessors) - 1
 
     float_type, uint_type, array_buffer, element_buffer = 5126, 5125, 34962, 34963
-    bounds = {}
-    if len(positions):
-        bounds = {"min": positions.min(axis=0).tolist(), "max": positions.max(axis=0).tolist()}
+    bounds = {"min": positions.min(axis=0).tolist(), "max": positions.max(axis=0).tolist()}
     attributes = {"POSITION": add(positions, "VEC3", float_type, array_buffer, **bounds)}
     if mesh.normals is not None:
-        attributes["NORMAL"] = add(mesh.normals.astype(np.float32) * flip, "VEC3", float_type, array_buffer)
-    if mesh.colors is not None:
+        normals = mesh.normals.astype(np.float32) * OPENCV_TO_FILE
+        attributes["NORMAL"] = add(normals, "VEC3", float_type, array_buffer)
+    # A rough dielectric: glTF's default material is fully metallic and renders nearly black in most viewers.
+    material: dict[str, Any] = {
+        "pbrMetallicRoughness": {"metallicFactor": 0.0, "roughnessFactor": 1.0},
+        "doubleSided": True,
+    }
+    extra: dict[str, Any] = {}
+    textured = mesh.texture is not None and mesh.uv is not None
+    if textured:
+        attributes["TEXCOORD_0"] = add(mesh.uv.astype(np.float32), "VEC2", float_type, array_buffer)
+        image_view = view(encode_png(mesh.texture))
+        material["pbrMetallicRoughness"]["baseColorTexture"] = {"index": 0, "texCoord": 0}
+        extra = {
+            "images": [{"bufferView": image_view, "mimeType": "image/png"}],
+            "samplers": [
+                {"magFilter": 9729, "minFilter": 9729, "wrapS": 33071, "wrapT": 33071}
+            ],  # linear, clamp
+            "textures": [{"sampler": 0, "source": 0}],
+        }
+    elif (
+        mesh.colors is not None
+    ):  # no texture to carry them: vertex colours (three.js shows them, trimesh not)
         linear = srgb_to_linear(mesh.colors.astype(np.float32) / 255.0)
         attributes["COLOR_0"] = add(linear, "VEC3", float_type, array_buffer)
     indices = add(mesh.faces.astype(np.uint32).reshape(-1), "SCALAR", uint_type, element_buffer)
@@ -196,10 +263,8 @@ def write_glb(path: str | os.PathLike[str], mesh: Mesh) -> Path:
         "meshes": [
             {"primitives": [{"attributes": attributes, "indices": indices, "material": 0, "mode": 4}]}
         ],
-        # The default glTF material is fully metallic (renders dark); a rough dielectric shows the vertex colours.
-        "materials": [
-            {"pbrMetallicRoughness": {"metallicFactor": 0.0, "roughnessFactor": 1.0}, "doubleSided": True}
-        ],
+        "materials": [material],
+        **extra,
         "buffers": [{"byteLength": len(binary)}],
         "bufferViews": views,
         "accessors": accessors,
@@ -221,4 +286,4 @@ def write_mesh(path: str | os.PathLike[str], mesh: Mesh) -> Path:
         return write_ply(path, mesh)
     if suffix == ".glb":
         return write_glb(path, mesh)
-    raise ValueError(f"unknown mesh format {suffix!r} for {path}; use .ply or .glb")
+    raise FormatError(f"unknown mesh format {suffix!r} for {path}; use .ply or .glb")

@@ -13,16 +13,20 @@ Typical use::
 
 from .boxes import NoPersonFoundError, boxes_from_labels, connected_components, normalize_box, whole_image_box
 from .images import ImageInputError, ImageSource, PreparedImage, prepare_image
+from .matting import predict_matting
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps, flip_back
 from .postprocess import (
+    MATTE_EPS,
     Intrinsics,
     albedo_to_image,
+    matting_to_image,
     normals_to_image,
     pointmap_intrinsics,
     pointmap_to_image,
     seg_to_labels,
     uncrop,
     unit_normals,
+    unpremultiply,
 )
 from .predict import (
     PREDICTORS,
@@ -43,14 +47,24 @@ from .preprocess import (
     DenseLayout,
     PoseCrop,
     dense_layout,
+    matting_interpolation,
     normalize,
     pose_crop,
     preprocess_dense,
+    preprocess_matting,
     preprocess_pose_crop,
     preprocess_seg,
     udp_warp_matrix,
 )
-from .results import AlbedoResult, NormalResult, PersonPose, PointmapResult, PoseResult, SegResult
+from .results import (
+    AlbedoResult,
+    MattingResult,
+    NormalResult,
+    PersonPose,
+    PointmapResult,
+    PoseResult,
+    SegResult,
+)
 from .seg_groups import (
     SEG_GROUPS,
     UnknownSegClassError,
@@ -69,6 +83,7 @@ from .temporal import (
 )
 
 __all__ = [
+    "MATTE_EPS",
     "MEAN",
     "NET_H",
     "NET_W",
@@ -81,6 +96,7 @@ __all__ = [
     "ImageSource",
     "Intrinsics",
     "KeypointSmoother",
+    "MattingResult",
     "NoPersonFoundError",
     "NormalResult",
     "OneEuroFilter",
@@ -104,6 +120,8 @@ __all__ = [
     "flip_back",
     "group_class_ids",
     "labels_to_mask",
+    "matting_interpolation",
+    "matting_to_image",
     "normalize",
     "normalize_box",
     "normals_to_image",
@@ -112,12 +130,14 @@ __all__ = [
     "pose_crop",
     "predict",
     "predict_albedo",
+    "predict_matting",
     "predict_normal",
     "predict_pointmap",
     "predict_pose",
     "predict_seg",
     "prepare_image",
     "preprocess_dense",
+    "preprocess_matting",
     "preprocess_pose_crop",
     "preprocess_seg",
     "rescale_pointmap",
@@ -129,5 +149,6 @@ __all__ = [
     "udp_warp_matrix",
     "uncrop",
     "unit_normals",
+    "unpremultiply",
     "whole_image_box",
 ]

@@ -19,11 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import NoPersonFoundError, PipelineError
+
 Box = tuple[float, float, float, float]
-
-
-class NoPersonFoundError(RuntimeError):
-    """The segmentation has no foreground component large enough to be a person."""
 
 
 def normalize_box(box: Any, image_size: tuple[int, int] | None = None) -> Box:
@@ -33,24 +31,24 @@ def normalize_box(box: Any, image_size: tuple[int, int] | None = None) -> Box:
             x, y = float(box["x"]), float(box["y"])
             w, h = float(box["width"]), float(box["height"])
         except KeyError as exc:
-            raise ValueError(f"box dict needs keys x, y, width, height; got {sorted(box)}") from exc
+            raise PipelineError(f"box dict needs keys x, y, width, height; got {sorted(box)}") from exc
         values = (x, y, x + w, y + h)
     else:
         try:
             values = tuple(float(v) for v in box)
         except TypeError as exc:
-            raise ValueError(f"a box must be (x1, y1, x2, y2) or a dict, got {box!r}") from exc
+            raise PipelineError(f"a box must be (x1, y1, x2, y2) or a dict, got {box!r}") from exc
         if len(values) != 4:
-            raise ValueError(f"a box must have 4 numbers (x1, y1, x2, y2), got {len(values)}")
+            raise PipelineError(f"a box must have 4 numbers (x1, y1, x2, y2), got {len(values)}")
     x1, y1, x2, y2 = values
     if not all(v == v and abs(v) != float("inf") for v in values):
-        raise ValueError(f"box has non-finite numbers: {values}")
+        raise PipelineError(f"box has non-finite numbers: {values}")
     if x2 <= x1 or y2 <= y1:
-        raise ValueError(f"box must have x2 > x1 and y2 > y1 (corner format x1, y1, x2, y2), got {values}")
+        raise PipelineError(f"box must have x2 > x1 and y2 > y1 (corner format x1, y1, x2, y2), got {values}")
     if image_size is not None:
         width, height = image_size
         if x2 <= 0 or y2 <= 0 or x1 >= width or y1 >= height:
-            raise ValueError(f"box {values} lies entirely outside the {width}×{height} image")
+            raise PipelineError(f"box {values} lies entirely outside the {width}×{height} image")
     return (x1, y1, x2, y2)
 
 
@@ -169,7 +167,7 @@ def boxes_for_image(
         return [normalize_box(b, image_size) for b in given], "given", []
     if labels is not None:
         if tuple(labels.shape) != (height, width):
-            raise ValueError(
+            raise PipelineError(
                 f"segmentation is {labels.shape[1]}×{labels.shape[0]} but the image is {width}×{height}; "
                 "segment the same images you run pose on"
             )
@@ -182,6 +180,6 @@ def boxes_for_image(
         if if_no_person == "empty":
             return [], "seg", [message]
         if if_no_person != "image":
-            raise ValueError(f"if_no_person must be 'image', 'empty' or 'error', got {if_no_person!r}")
+            raise PipelineError(f"if_no_person must be 'image', 'empty' or 'error', got {if_no_person!r}")
         return [whole_image_box(width, height)], "image", [message + "; used the whole image"]
     return [whole_image_box(width, height)], "image", []

@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import PipelineError
+
 DEFAULT_MAX_REFINE_STEP: float | None = None  # reference behaviour; 2.0 is a safe guard for trained models
 _F32_EPS = float(np.finfo(np.float32).eps)
 
@@ -33,7 +35,7 @@ _F32_EPS = float(np.finfo(np.float32).eps)
 def opencv_gaussian_kernel(size: int, sigma: float = 0.0) -> Tensor:
     """`cv2.getGaussianKernel(size, sigma, CV_32F)`: σ ≤ 0 means 0.3·((size − 1)·0.5 − 1) + 0.8."""
     if size % 2 != 1 or size < 1:
-        raise ValueError(f"Gaussian kernel size must be odd and positive, got {size}")
+        raise PipelineError(f"Gaussian kernel size must be odd and positive, got {size}")
     if sigma <= 0:
         sigma = 0.3 * ((size - 1) * 0.5 - 1) + 0.8
     x = np.arange(size, dtype=np.float64) - (size - 1) / 2.0
@@ -87,20 +89,6 @@ def _blur_exact_at(padded: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: 
         pair = (rows[:, half + t] + rows[:, half - t]).to(torch.float32)
         out = (pair.to(torch.float64) * taps[half + t] + out.to(torch.float64)).to(torch.float32)
     return out.to(padded.device)
-
-
-def modulate_heatmaps(heatmaps: Tensor, kernel_size: int = 11) -> Tensor:
-    """Zero-padded Gaussian blur rescaled per channel to the original maximum, in float32 over whole maps.
-
-    A fast approximation for inspection; decoding uses `_modulated_at`, which is bit-exact with the reference.
-    """
-    b, k, h, w = heatmaps.shape
-    hm = heatmaps.to(torch.float32)
-    taps = [float(v) for v in opencv_gaussian_kernel(kernel_size)]
-    pad = kernel_size // 2
-    out = _blur_fast(F.pad(hm, (pad, pad, pad, pad)), taps, h, w)
-    ratio = hm.reshape(b, k, -1).amax(dim=2) / out.reshape(b, k, -1).amax(dim=2)
-    return out * ratio[..., None, None]
 
 
 def _modulated_at(heatmaps: Tensor, channel: Tensor, y: Tensor, x: Tensor, kernel_size: int) -> Tensor:
@@ -205,7 +193,7 @@ def decode_heatmaps(
     if heatmaps.ndim == 3:
         heatmaps = heatmaps[None]
     if heatmaps.ndim != 4:
-        raise ValueError(f"heatmaps must be (B, K, H, W), got shape {tuple(heatmaps.shape)}")
+        raise PipelineError(f"heatmaps must be (B, K, H, W), got shape {tuple(heatmaps.shape)}")
     hm = heatmaps.to(torch.float32)
     _, _, h, w = hm.shape
     locs, scores = heatmap_maximum(hm)

@@ -1,7 +1,8 @@
-"""Network outputs → maps at the original image resolution (seg labels, unit normals, albedo, metric points).
+"""Network outputs → maps at the original image resolution (seg labels, unit normals, albedo, metric points,
+matting alpha and foreground).
 
-All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg: stretched; dense: resized
-and padded, described by a `DenseLayout`) and work on the tensor's device.
+All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg, matting: stretched; dense:
+resized and padded, described by a `DenseLayout`) and work on the tensor's device.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..formats.bundle import default_camera
+from ..shading.conventions import model_to_canonical
+from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
 
 
@@ -80,12 +84,17 @@ def unit_normals(x: Tensor, eps: float = 1e-8) -> Tensor:
 
 
 def normals_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
-    """Raw normal output → (B, 3, H, W) unit normals at the original size.
+    """Raw normal output → (B, 3, H, W) unit normals at the original size, in the canonical (OpenCV) frame.
 
     Normalised at network resolution (as the reference), then cropped and resized, then normalised again so
     every pixel stays a unit vector (the reference skips the second step; resizing shortens vectors at edges).
+    Last, the pipeline's only frame conversion: from the frame the model predicts in (`MODEL_NORMAL_FRAME`,
+    OpenGL: y up, z toward the viewer) to `CANONICAL_FRAME` (OpenCV, the pointmap's frame), a sign flip of y
+    and z that commutes with the resize and the normalisation (docs/conventions.md).
     """
-    return unit_normals(uncrop(unit_normals(raw.to(torch.float32)), layout))
+    full = uncrop(unit_normals(raw.to(torch.float32)), layout)  # a new tensor: finished in place below
+    full.div_(full.norm(dim=-3, keepdim=True).clamp_(min=1e-8))  # = unit_normals(full), no full-size copy
+    return model_to_canonical(full, dim=-3, inplace=True)
 
 
 def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
@@ -109,6 +118,14 @@ class Intrinsics:
         return (self.fx, self.fy, self.cx, self.cy)
 
 
+def default_intrinsics(width: int, height: int) -> Intrinsics:
+    """The default camera rule (docs/formats.md), used where no focal length is known: fx = fy = 1.2·max(W, H),
+    principal point at the image centre. It is the capture bundle's `default_camera`, so the Python API and the
+    files agree."""
+    camera = default_camera(width, height)
+    return Intrinsics(camera["fx"], camera["fy"], camera["cx"], camera["cy"])
+
+
 def pointmap_intrinsics(
     scale: float, layout: DenseLayout, canonical_focal: float = float(NET_W)
 ) -> Intrinsics:
@@ -118,7 +135,9 @@ def pointmap_intrinsics(
     makes the two axes differ by up to ~1 % on small or extreme-aspect images, which shows as a reprojection
     error at the image edges). The principal point is not predicted: the image centre (W/2, H/2)."""
     if not scale > 0:
-        raise ValueError(f"the predicted pointmap scale must be positive to give a focal length, got {scale}")
+        raise PipelineError(
+            f"the predicted pointmap scale must be positive to give a focal length, got {scale}"
+        )
     fx_input = canonical_focal / scale
     width, height = layout.image_size
     new_w, new_h = layout.resized_size
@@ -130,3 +149,33 @@ def pointmap_to_image(raw: Tensor, scale: Tensor, layout: DenseLayout) -> Tensor
     per image — the reference's demo only got this right for batch 1)."""
     metric = raw.to(torch.float32) / scale.to(torch.float32).reshape(-1, 1, 1, 1)
     return uncrop(metric, layout)
+
+
+# Alpha at or below this is treated as fully transparent when un-premultiplying: one 8-bit level, so an 8-bit matte
+# shows no difference, and straight colour × alpha stays within MATTE_EPS of the premultiplied colour there.
+MATTE_EPS = 1.0 / 255.0
+
+
+def matting_to_image(out: Tensor, size_wh: tuple[int, int]) -> tuple[Tensor, Tensor]:
+    """Matting output (B, 4, h, w) (after the head's sigmoid) → alpha (B, 1, H, W) and the pre-multiplied
+    foreground (B, 3, H, W), both in [0, 1] at the original size.
+
+    As the reference demo (`vis_matting.py`) and Transformers' `post_process_image_matting`: the sigmoid sits in the
+    model at network resolution, then all four channels are bilinearly resized (align_corners False, no
+    antialiasing) and clipped to [0, 1] (bilinear weights are convex, so the clip only removes float rounding)."""
+    width, height = size_wh
+    full = _bilinear(out.to(torch.float32), (height, width)).clamp(0.0, 1.0)
+    return full[:, 3:4], full[:, 0:3]
+
+
+def unpremultiply(premultiplied: Tensor, alpha: Tensor, eps: float = MATTE_EPS) -> Tensor:
+    """Straight colour = premultiplied / alpha where alpha > eps, else 0; clipped to [0, 1].
+
+    `alpha` broadcasts against `premultiplied` (e.g. (…, 1, H, W) with (…, 3, H, W), or (H, W, 1) with (H, W, 3)).
+    The model predicts colour and alpha independently, so a pixel may have premultiplied > alpha; the clip keeps
+    the straight colour a colour (it is the same as capping the premultiplied value at alpha)."""
+    if not 0.0 <= eps < 1.0:
+        raise PipelineError(f"the un-premultiply threshold eps must be in [0, 1), got {eps}")
+    opaque_enough = alpha > eps
+    straight = premultiplied / torch.where(opaque_enough, alpha, torch.ones_like(alpha))
+    return torch.where(opaque_enough, straight, torch.zeros_like(straight)).clamp(0.0, 1.0)

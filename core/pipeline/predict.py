@@ -9,6 +9,7 @@ Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,11 +18,14 @@ import torch
 from torch import Tensor
 
 from .boxes import boxes_for_image
-from .images import AlphaMode, ImageSource
+from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
+from .images import AlphaMode, ImageSource, PreparedImage
+from .matting import predict_matting
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (
     albedo_to_image,
+    default_intrinsics,
     normals_to_image,
     pointmap_intrinsics,
     pointmap_to_image,
@@ -30,6 +34,7 @@ from .postprocess import (
 from .preprocess import (
     NET_H,
     NET_W,
+    DenseLayout,
     normalize,
     pose_crop,
     preprocess_dense,
@@ -49,14 +54,6 @@ ProgressFn = Callable[[int, int], Any]
 StopFn = Callable[[], Any]
 
 
-class TaskMismatchError(ValueError):
-    """The model was trained for another task than the predictor needs."""
-
-
-class PredictionInterrupted(RuntimeError):
-    """`should_stop()` asked the predictor to stop."""
-
-
 def _check_task(model: Any, task: str) -> None:
     got = getattr(model, "task", None)
     if got != task:
@@ -74,7 +71,7 @@ def _forward(model: Any, batch: Tensor, should_stop: StopFn | None) -> Any:
 
 def _chunks(total: int, size: int) -> list[range]:
     if size < 1:
-        raise ValueError(f"batch_size must be ≥ 1, got {size}")
+        raise PipelineError(f"batch_size must be ≥ 1, got {size}")
     return [range(s, min(s + size, total)) for s in range(0, total, size)]
 
 
@@ -82,7 +79,7 @@ def _masks(seg: Sequence[Any] | None, count: int) -> list[Tensor | None]:
     if seg is None:
         return [None] * count
     if len(seg) != count:
-        raise ValueError(f"got {len(seg)} segmentation results for {count} images; pass one per image")
+        raise PipelineError(f"got {len(seg)} segmentation results for {count} images; pass one per image")
     return [s.foreground() if isinstance(s, SegResult) else torch.as_tensor(s).bool() for s in seg]
 
 
@@ -108,12 +105,21 @@ def predict_seg(
             logits = _forward(model, batch, should_stop).to(torch.float32)
             for j, p in enumerate(prepared):
                 labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
+                bad = int((~torch.isfinite(logits[j])).sum())
                 results.append(
-                    SegResult(labels.to(output_device), None if full is None else full.to(output_device))
+                    SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
                 )
             if progress is not None:
                 progress(len(results), len(source))
     return results
+
+
+def _dense_input(prepared: PreparedImage) -> tuple[Tensor, DenseLayout]:
+    """The dense tasks' network input and layout of one image. Normal, albedo and pointmap pre-process an image
+    identically, so it is computed once and kept with the prepared image for the other dense tasks."""
+    if "dense" not in prepared.derived:
+        prepared.derived["dense"] = preprocess_dense(prepared.pixels, quantize=prepared.quantized)
+    return prepared.derived["dense"]
 
 
 def _predict_dense(
@@ -134,7 +140,7 @@ def _predict_dense(
     with torch.inference_mode():
         for chunk in _chunks(len(source), options["batch_size"]):
             prepared = [source.get(i, model.device) for i in chunk]
-            staged = [preprocess_dense(p.pixels, quantize=p.quantized) for p in prepared]
+            staged = [_dense_input(p) for p in prepared]
             out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
             for j, (_, layout) in enumerate(staged):
                 result = build(out, j, layout)
@@ -159,7 +165,9 @@ def predict_normal(
     should_stop: StopFn | None = None,
     alpha: AlphaMode = "composite",
 ) -> list[NormalResult]:
-    """Unit surface normals (H, W, 3), OpenCV camera frame; `seg` (one SegResult per image) adds a mask."""
+    """Unit surface normals (H, W, 3) in the canonical OpenCV camera frame (x right, y down, z forward; converted
+    from the model's OpenGL frame in post-processing, see `normals_to_image`); `seg` (one SegResult per image)
+    adds a mask."""
 
     def build(raw: Tensor, j: int, layout: Any) -> NormalResult:
         return NormalResult(normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
@@ -206,8 +214,11 @@ def predict_pointmap(
         s = scale[j : j + 1].to(torch.float32)
         xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
         value = float(s.reshape(-1)[0])
-        intr = pointmap_intrinsics(value, layout).as_tuple() if value > 0 else (float("nan"),) * 4
-        return PointmapResult(xyz, value, intr, None)  # type: ignore[arg-type]
+        if value > 0 and math.isfinite(value):
+            return PointmapResult(xyz, value, pointmap_intrinsics(value, layout).as_tuple(), None)  # type: ignore[arg-type]
+        reason = "pointmap scale ≤ 0" if value <= 0 else "pointmap scale not finite"
+        intr = default_intrinsics(*layout.image_size).as_tuple()
+        return PointmapResult(xyz, value, intr, None, f"default ({reason})")  # type: ignore[arg-type]
 
     options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
     return _predict_dense(model, images, "pointmap", options, seg, output_device, build)
@@ -239,13 +250,15 @@ def predict_pose(
     source = ImageSource(images, alpha=alpha)
     total = len(source)
     if boxes is not None and len(boxes) != total:
-        raise ValueError(f"got box lists for {len(boxes)} images but {total} images; pass one list per image")
+        raise PipelineError(
+            f"got box lists for {len(boxes)} images but {total} images; pass one list per image"
+        )
     seg_model = None
     if seg is not None and not isinstance(seg, (list, tuple)):
         seg_model, seg = seg, None  # run per chunk below: a long batch never holds every label map at once
         _check_task(seg_model, "seg")
     if seg is not None and len(seg) != total:
-        raise ValueError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
+        raise PipelineError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
     flips = flip_indices()
     results: list[PoseResult] = []
     for chunk in _chunks(total, batch_size):
@@ -312,6 +325,7 @@ PREDICTORS: dict[str, Callable[..., list[Any]]] = {
     "normal": predict_normal,
     "albedo": predict_albedo,
     "pointmap": predict_pointmap,
+    "matting": predict_matting,
 }
 
 
@@ -320,7 +334,7 @@ def predict(model: Any, images: Any, **options: Any) -> list[Any]:
     task = getattr(model, "task", None)
     if task not in PREDICTORS:
         raise TaskMismatchError(
-            f"no predictor for a {task!r} model; task checkpoints are pose, seg, normal, albedo or pointmap "
+            f"no predictor for a {task!r} model; task checkpoints are {', '.join(PREDICTORS)} "
             "(a pretrain checkpoint only gives backbone features)"
         )
     return PREDICTORS[task](model, images, **options)

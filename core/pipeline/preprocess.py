@@ -1,6 +1,7 @@
 """Per-task pre-processing, matching the official test pipelines (see docs/pipeline.md).
 
 - seg: stretch to 1024×768 (cv2 INTER_AREA when the width shrinks, else INTER_CUBIC);
+- matting: the same stretch, but INTER_LINEAR when the width does not shrink (`MattingResize`, keep_ratio=False);
 - normal / albedo / pointmap: aspect-preserving resize with int() truncation (INTER_LINEAR), then centred
   zero padding (left = pad_w // 2, top = pad_h // 2) — the layout is kept to undo it afterwards;
 - pose: top-down crop per person box (padding 1.25, aspect fixed to w/h = 0.75 by enlarging the short side,
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .errors import PipelineError
 from .resample import resize, warp_affine
 
 NET_H, NET_W = 1024, 768
@@ -45,6 +47,18 @@ def preprocess_seg(pixels: Tensor, *, quantize: bool) -> Tensor:
     return resize(pixels[None], (NET_H, NET_W), mode, quantize=quantize)[0]  # type: ignore[arg-type]
 
 
+def matting_interpolation(width: int) -> str:
+    """cv2 flag of the matting pipeline (`MattingResize`): INTER_AREA if the new width (768) is smaller than the
+    old, else INTER_LINEAR — not INTER_CUBIC as for seg, although the reference's comment says so."""
+    return "area" if width > NET_W else "linear"
+
+
+def preprocess_matting(pixels: Tensor, *, quantize: bool) -> Tensor:
+    """(3, H, W) 0–255 → (3, 1024, 768) 0–255, stretched without keeping the aspect ratio (no padding)."""
+    mode = matting_interpolation(int(pixels.shape[-1]))
+    return resize(pixels[None], (NET_H, NET_W), mode, quantize=quantize)[0]  # type: ignore[arg-type]
+
+
 @dataclass(frozen=True)
 class DenseLayout:
     """Where the image sits inside the 1024×768 network input of the dense tasks."""
@@ -64,7 +78,7 @@ class DenseLayout:
 def dense_layout(width: int, height: int, net_hw: tuple[int, int] = (NET_H, NET_W)) -> DenseLayout:
     """The reference's resize-and-pad arithmetic (float64 scale, int() truncation, floor-half padding)."""
     if width < 1 or height < 1:
-        raise ValueError(f"image size must be positive, got {width}×{height}")
+        raise PipelineError(f"image size must be positive, got {width}×{height}")
     net_h, net_w = net_hw
     scale = min(net_w / width, net_h / height)
     new_w, new_h = max(1, int(width * scale)), max(1, int(height * scale))
@@ -105,10 +119,10 @@ def pose_crop(
     f32 = np.float32
     box = np.asarray(bbox_xyxy, dtype=np.float32).reshape(4)
     if not np.all(np.isfinite(box)):
-        raise ValueError(f"person box must be finite, got {box.tolist()}")
+        raise PipelineError(f"person box must be finite, got {box.tolist()}")
     x1, y1, x2, y2 = box
     if not (x2 > x1 and y2 > y1):
-        raise ValueError(f"person box must have x2 > x1 and y2 > y1, got {box.tolist()}")
+        raise PipelineError(f"person box must have x2 > x1 and y2 > y1, got {box.tolist()}")
     center = np.array([(x1 + x2) * f32(0.5), (y1 + y2) * f32(0.5)], dtype=np.float32)
     w, h = (x2 - x1) * f32(padding), (y2 - y1) * f32(padding)
     in_w, in_h = input_size_wh

@@ -25,6 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .errors import PipelineError
+
 ResizeMode = Literal["linear", "cubic", "area"]
 WarpMode = Literal["linear", "cubic"]
 
@@ -172,7 +174,7 @@ def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: b
         if quantize and in_w == 2 * out_w and in_h == 2 * out_h:
             return torch.floor(y.clamp(0.0, 255.0) + 0.5)  # cv2's 2×2 fast path rounds halves up
     else:
-        raise ValueError(f"unknown resize mode {mode!r}; use 'linear', 'cubic' or 'area'")
+        raise PipelineError(f"unknown resize mode {mode!r}; use 'linear', 'cubic' or 'area'")
     return _finish(y, quantize)
 
 
@@ -332,7 +334,7 @@ def warp_affine(
         wx = _cubic_weights(fx)
         wy = _cubic_weights(fy)
     else:
-        raise ValueError(f"unknown warp mode {mode!r}; use 'linear' or 'cubic'")
+        raise PipelineError(f"unknown warp mode {mode!r}; use 'linear' or 'cubic'")
     if is_axis_aligned(matrix):
         out = _separable_warp(x, ix, iy, wx, wy, offsets)
     else:

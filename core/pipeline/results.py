@@ -7,13 +7,16 @@ keypoints and boxes are small numpy arrays / tuples so they serialise directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import torch
 from torch import Tensor
 
+from .errors import PipelineError
+from .postprocess import MATTE_EPS
 from .seg_groups import labels_to_mask
 
 BoxSource = Literal["given", "seg", "image"]
@@ -43,17 +46,14 @@ class PoseResult:
     image_size: tuple[int, int]  # (W, H)
     warnings: list[str] = field(default_factory=list)
 
-    def keypoints_array(self) -> np.ndarray:
-        """(P, 308, 3) float32 for all people (P may be 0)."""
-        if not self.people:
-            return np.zeros((0, 308, 3), dtype=np.float32)
-        return np.stack([p.keypoints for p in self.people])
-
 
 @dataclass
 class SegResult:
     labels: Tensor  # (H, W) int64 class ids 0..28
     logits: Tensor | None = None  # (29, H, W) float32 when requested
+    nonfinite: int = (
+        0  # NaN/inf values in the network's logits (labels cannot show them: argmax picks one anyway)
+    )
 
     @property
     def image_size(self) -> tuple[int, int]:
@@ -70,7 +70,7 @@ class SegResult:
 
 @dataclass
 class NormalResult:
-    normals: Tensor  # (H, W, 3) float32 unit vectors, OpenCV camera frame (x right, y down, z forward)
+    normals: Tensor  # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward)
     mask: Tensor | None = None  # (H, W) bool
 
 
@@ -86,8 +86,50 @@ class PointmapResult:
     scale: float  # the predicted canonical scale (metric = canonical / scale)
     intrinsics: tuple[float, float, float, float]  # (fx, fy, cx, cy) in original-image pixels
     mask: Tensor | None = None
+    # "pointmap": implied by the predicted scale; otherwise "default (…reason…)": a scale ≤ 0 or not finite gives no
+    # focal length, and `intrinsics` follow the default camera rule (fx = fy = 1.2·max(W, H), image centre).
+    intrinsics_source: str = "pointmap"
 
     @property
     def depth(self) -> Tensor:
         """(H, W) metric depth = Z."""
         return self.points[..., 2]
+
+
+@dataclass
+class MattingResult:
+    """Soft alpha and foreground of the matting model at the original resolution.
+
+    Colours are in the input image's encoding (sRGB for ordinary images), pre-multiplied in that encoding, as the
+    model predicts them; the reference demo and Transformers composite them there: `composite()`.
+    """
+
+    alpha: Tensor  # (H, W) float32 in [0, 1]
+    foreground_premultiplied: Tensor  # (H, W, 3) float32 in [0, 1]: colour × alpha, as predicted
+    foreground: Tensor  # (H, W, 3) float32 in [0, 1]: straight colour, premultiplied / alpha where alpha > eps, else 0
+    eps: float = MATTE_EPS  # the un-premultiply threshold used for `foreground`
+    mask: Tensor | None = None  # (H, W) bool, from a segmentation when one was given
+
+    @property
+    def image_size(self) -> tuple[int, int]:
+        """(W, H)."""
+        return int(self.alpha.shape[1]), int(self.alpha.shape[0])
+
+    def rgba(self, *, premultiplied: bool = False) -> Tensor:
+        """(H, W, 4): straight (default) or pre-multiplied colour with alpha as the fourth channel."""
+        colour = self.foreground_premultiplied if premultiplied else self.foreground
+        return torch.cat([colour, self.alpha[..., None]], dim=-1)
+
+    def composite(self, background: Tensor | Sequence[float]) -> Tensor:
+        """(H, W, 3) = foreground_premultiplied + (1 − alpha) · background, clipped to [0, 1].
+
+        background: an (H, W, 3) image or one RGB colour in [0, 1], in the same encoding as the input image."""
+        bg = torch.as_tensor(background, dtype=torch.float32, device=self.alpha.device)
+        if bg.ndim == 1:
+            bg = bg.reshape(1, 1, -1)
+        if bg.shape[-1] != 3 or (bg.ndim == 3 and bg.shape[:2] not in ((1, 1), tuple(self.alpha.shape))):
+            raise PipelineError(
+                f"background must be an RGB colour or an {self.alpha.shape[0]}×{self.alpha.shape[1]}×3 image, "
+                f"got shape {tuple(bg.shape)}"
+            )
+        return (self.foreground_premultiplied + (1.0 - self.alpha[..., None]) * bg).clamp(0.0, 1.0)

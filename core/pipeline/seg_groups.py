@@ -11,6 +11,7 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor
 
+from .errors import UnknownSegClassError
 from .metadata import seg_class_names
 
 # group name → class names (exact names from core/data/seg29.json)
@@ -116,11 +117,6 @@ SEG_GROUPS: dict[str, tuple[str, ...]] = {
         "Right_Lower_Leg",
     ),
 }
-
-
-class UnknownSegClassError(KeyError):
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0])
 
 
 def class_id(name_or_id: str | int) -> int:

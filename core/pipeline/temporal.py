@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 import torch
 
+from .errors import PipelineError
 from .postprocess import Intrinsics
 from .results import PersonPose, PointmapResult, PoseResult
 
@@ -29,7 +30,7 @@ class OneEuroFilter:
 
     def __init__(self, fps: float = 30.0, min_cutoff: float = 1.0, beta: float = 0.01, d_cutoff: float = 1.0):
         if fps <= 0 or min_cutoff <= 0 or d_cutoff <= 0 or beta < 0:
-            raise ValueError("fps, min_cutoff and d_cutoff must be > 0 and beta ≥ 0")
+            raise PipelineError("fps, min_cutoff and d_cutoff must be > 0 and beta ≥ 0")
         self.rate, self.min_cutoff, self.beta, self.d_cutoff = float(fps), min_cutoff, beta, d_cutoff
         self.x: np.ndarray | None = None
         self.dx: np.ndarray | None = None
@@ -90,7 +91,7 @@ class KeypointSmoother:
         smooth: bool = True,
     ) -> None:
         if match not in ("order", "iou"):
-            raise ValueError(f"match must be 'order' or 'iou', got {match!r}")
+            raise PipelineError(f"match must be 'order' or 'iou', got {match!r}")
         self.options = {"fps": fps, "min_cutoff": min_cutoff, "beta": beta, "d_cutoff": d_cutoff}
         self.match, self.iou_threshold, self.min_score, self.max_missing = (
             match,
@@ -130,6 +131,22 @@ class KeypointSmoother:
                 ids[i] = self._next_id
                 self._next_id += 1
         return [int(i) for i in ids]  # type: ignore[arg-type]
+
+    def prime(self, people: Sequence[PersonPose], next_id: int = 0) -> None:
+        """Continue from people that did not come through this smoother (a resumed run's last committed frame):
+        their tracks, boxes and keypoints become the state, so track ids carry on. The filter's speed starts at 0
+        (it is not stored), so smoothing after a resume may differ slightly from an uninterrupted run."""
+        self.tracks = {}
+        for person in people:
+            if person.track_id is None:
+                continue
+            filt = OneEuroFilter(**self.options)
+            kp = np.asarray(person.keypoints, dtype=np.float64)
+            low = ~np.isfinite(kp).all(axis=1) | (kp[:, 2] < self.min_score)
+            filt.x = np.where(low[:, None], np.nan, kp[:, :2])
+            filt.dx = np.zeros_like(filt.x)
+            self.tracks[int(person.track_id)] = (filt, tuple(float(v) for v in person.bbox), 0)
+        self._next_id = max([next_id, self._next_id, *(t + 1 for t in self.tracks)])
 
     def update(self, result: PoseResult) -> PoseResult:
         ids = self._assign(result.people)
@@ -183,7 +200,7 @@ def smooth_scales(
         return [float(np.median(values))] * values.size
     if method == "ema":
         if not 0 < alpha <= 1:
-            raise ValueError(f"alpha must be in (0, 1], got {alpha}")
+            raise PipelineError(f"alpha must be in (0, 1], got {alpha}")
         out, acc = [], float(values[0])
         for v in values:
             acc = acc + alpha * (float(v) - acc)
@@ -191,10 +208,10 @@ def smooth_scales(
         return out
     if method == "median":
         if window < 1:
-            raise ValueError(f"window must be ≥ 1, got {window}")
+            raise PipelineError(f"window must be ≥ 1, got {window}")
         half = window // 2
         return [float(np.median(values[max(0, i - half) : i + half + 1])) for i in range(values.size)]
-    raise ValueError(f"method must be 'median', 'global' or 'ema', got {method!r}")
+    raise PipelineError(f"method must be 'median', 'global' or 'ema', got {method!r}")
 
 
 def rescale_pointmap(result: PointmapResult, new_scale: float) -> PointmapResult:
@@ -206,7 +223,7 @@ def rescale_pointmap(result: PointmapResult, new_scale: float) -> PointmapResult
     reproject to their pixels with the new intrinsics.
     """
     if not new_scale > 0:
-        raise ValueError(f"scale must be positive, got {new_scale}")
+        raise PipelineError(f"scale must be positive, got {new_scale}")
     ratio = result.scale / new_scale
     fx, fy, cx, cy = result.intrinsics
     intr = Intrinsics(fx * ratio, fy * ratio, cx, cy).as_tuple()

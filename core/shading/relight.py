@@ -8,7 +8,8 @@ Units: a light's ``intensity`` is the radiance a white Lambertian surface facing
 intensity 1 straight on a white surface gives exactly 1.0 (linear).  A constant environment or ambient of radiance
 ``L`` makes a white surface reflect ``L`` whatever its orientation.
 
-Frame: OpenCV camera frame (x right, y down, z forward), the frame of Sapiens2 normals and pointmaps.  A light
+Frame: the canonical OpenCV camera frame (x right, y down, z forward) of the project's normals (converted from
+the model's OpenGL frame in post-processing, docs/conventions.md) and pointmaps.  A light
 ``direction`` points FROM the surface TOWARDS the light; a surface facing the camera has normal (0, 0, -1).
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import ShadingError
 from .sh import irradiance_from_sh
 
 __all__ = [
@@ -71,9 +73,11 @@ class DirectionalLight:
 
     def __post_init__(self) -> None:
         if math.sqrt(sum(c * c for c in self.direction)) < 1e-8:
-            raise ValueError("a directional light needs a non-zero direction vector")
+            raise ShadingError("a directional light needs a non-zero direction vector")
         if self.intensity < 0 or any(c < 0 for c in self.color):
-            raise ValueError(f"light colour and intensity must be >= 0, got {self.color} x {self.intensity}")
+            raise ShadingError(
+                f"light colour and intensity must be >= 0, got {self.color} x {self.intensity}"
+            )
 
     @classmethod
     def from_angles(
@@ -102,7 +106,7 @@ def blinn_phong_normalization(shininess: float) -> float:
     """
     s = float(shininess)
     if s < 0:
-        raise ValueError(f"shininess must be >= 0, got {shininess}")
+        raise ShadingError(f"shininess must be >= 0, got {shininess}")
     r = 2.0**-0.5
     integral = (2.0 / (s + 4.0) - 1.0 / (s + 2.0)) - (
         2.0 * r ** (s + 4.0) / (s + 4.0) - r ** (s + 2.0) / (s + 2.0)
@@ -148,13 +152,13 @@ def relight(
     (1 = lit); the environment and ambient terms are unshadowed.  Zero normals (background) get no direct light.
     """
     if not 0.0 <= specular <= 1.0:
-        raise ValueError(f"specular must be in [0, 1], got {specular}")
+        raise ShadingError(f"specular must be in [0, 1], got {specular}")
     if normals.shape[-1] != 3 or albedo.shape[-1] != 3:
-        raise ValueError(
+        raise ShadingError(
             f"normals and albedo must end in 3 channels, got {tuple(normals.shape)} and {tuple(albedo.shape)}"
         )
     if visibility is not None and visibility.shape[0] != len(lights):
-        raise ValueError(f"visibility has {visibility.shape[0]} layers for {len(lights)} lights")
+        raise ShadingError(f"visibility has {visibility.shape[0]} layers for {len(lights)} lights")
     dtype, device = torch.float32, normals.device
     n = normals.to(dtype)
     irradiance = torch.zeros(n.shape, dtype=dtype, device=device)  # radiance-units "E / pi"

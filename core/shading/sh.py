@@ -18,6 +18,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from .errors import ShadingError
+
 __all__ = [
     "SH_BAND_FACTORS",
     "environment_irradiance",
@@ -89,10 +91,10 @@ def project_equirect(env: torch.Tensor, *, yaw_deg: float = 0.0, max_height: int
     this keeps a 4K HDRI cheap.  Values are not clamped, so HDR radiance above 1 is kept.
     """
     if env.ndim != 3 or env.shape[-1] < 1:
-        raise ValueError(f"environment must be (H, W, C) with C >= 1, got shape {tuple(env.shape)}")
+        raise ShadingError(f"environment must be (H, W, C) with C >= 1, got shape {tuple(env.shape)}")
     h, w = env.shape[:2]
     if h < 2 or w < 2:
-        raise ValueError(
+        raise ShadingError(
             f"environment map is too small ({w}x{h}); give an equirectangular image at least 4x2"
         )
     env = env.to(torch.float32)

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
+from .errors import ShadingError
+
 __all__ = ["gaussian_blur", "shadow_visibility"]
 
 
@@ -46,9 +48,9 @@ def shadow_visibility(
         thickness: assumed thickness of visible surfaces; default 25 % of the median depth.
     """
     if points.ndim != 3 or points.shape[-1] != 3:
-        raise ValueError(f"points must be (H, W, 3), got {tuple(points.shape)}")
+        raise ShadingError(f"points must be (H, W, 3), got {tuple(points.shape)}")
     if steps < 1:
-        raise ValueError(f"steps must be >= 1, got {steps}")
+        raise ShadingError(f"steps must be >= 1, got {steps}")
     h, w = points.shape[:2]
     pts = points.to(torch.float32)
     depth = pts[..., 2]

@@ -21,6 +21,28 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 
+def load_rig_truth():
+    """``rig_truth.py`` and the add-on's bpy-free ``parse`` package, both by file path."""
+    import importlib
+
+    parse_dir = REPO / "blender_addon" / "parse"
+    name = "sapiens2_blender_rig_parse"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, parse_dir / "__init__.py",
+                                                      submodule_search_locations=[str(parse_dir)])  # fmt: skip
+        sys.modules[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[name])
+    mods = ("rig_keypoints", "rig_skeleton", "rig_measure")
+    parse = {m: importlib.import_module(f"{name}.{m}") for m in mods}
+    parse["names"] = json.loads((REPO / "core" / "data" / "keypoints308.json").read_text(encoding="utf-8"))[
+        "keypoint_names"
+    ]
+    spec = importlib.util.spec_from_file_location("sapiens2_blender_rig_truth", HERE / "rig_truth.py")
+    truth = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(truth)
+    return truth, parse
+
+
 def load_synthetic_capture():
     """``synthetic_capture.py`` by file path (tests are not a package and the repo is never put on sys.path)."""
     spec = importlib.util.spec_from_file_location(
@@ -162,7 +184,12 @@ def blender_env(blender_python, tmp_path_factory) -> dict[str, str]:
     sc.write_figure(bundles, "figure", 768, 1024)
     sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)
+    sc.write_sphere(bundles, "sphere")
+    sc.write_sphere(bundles, "sphere_v10", legacy=True)
+    sc.write_matte(bundles, "matte")
     _write_bad_bundles(bundles, sc)
+    truth, parse = load_rig_truth()
+    truth.write_truth_bundles(bundles, parse)
     _write_clip(bundles / "walkclip.mp4", frames=6)
     np.savez(bundles / "expected_tiny.npz", **_expected_tiny(sc))
     user = root / "blender_user"

@@ -285,7 +285,7 @@ def write_figure(folder: Path, name: str, width: int, height: int, background_po
 def write_figure_sequence(
     folder: Path, name: str, width: int, height: int, frames: int, fps: float = 12.0
 ) -> Path:
-    from sapiens2_studio.core.formats.bundle import write_sequence
+    from sapiens2_studio.core.formats.sequence import write_sequence
 
     sways = np.sin(np.linspace(0, np.pi, frames))
     return write_sequence(folder, name, [figure_frame(width, height, float(s)) for s in sways], fps=fps)
@@ -310,3 +310,62 @@ def write_tracked_sequence(folder: Path, name: str, width: int, height: int) -> 
         frame.people = people
         frames.append(frame)
     return write_sequence(folder, name, frames, fps=24.0)
+
+
+SPHERE = {"width": 64, "height": 64, "center": (0.0, 0.0, 3.0), "radius": 0.4, "focal": 200.0}
+
+
+def write_sphere(folder: Path, name: str = "sphere", *, legacy: bool = False) -> Path:
+    """A sphere (exact pointmap and outward OpenCV-frame normals) in front of the camera, background invalid.
+
+    ``legacy``: what a version-1.0 writer produced: the normal model's raw OpenGL-frame output (y and z of the
+    OpenCV normals negated) labelled "opencv", in a JSON of version "1.0"."""
+    from sapiens2_studio.core.formats.bundle import CaptureFrame, write_bundle
+    from sapiens2_studio.core.testing.scenes import ellipsoid_scene
+
+    r = SPHERE["radius"]
+    scene = ellipsoid_scene(
+        SPHERE["width"], SPHERE["height"], center=SPHERE["center"], semi_axes=(r, r, r), focal=SPHERE["focal"]
+    )
+    normals = scene.normals * np.array([1.0, -1.0, -1.0], np.float32) if legacy else scene.normals
+    fx, fy, cx, cy = scene.intrinsics
+    frame = CaptureFrame(
+        width=SPHERE["width"],
+        height=SPHERE["height"],
+        points=scene.points,
+        normals=normals,
+        mask=scene.mask.astype(np.float32),
+        camera={"fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"},
+    )
+    path = write_bundle(folder, name, frame)
+    if legacy:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc["version"] = "1.0"
+        path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def soft_alpha(mask: np.ndarray, radius: int = 2) -> np.ndarray:
+    """A matte-like soft alpha from a hard mask: a (2r+1)² box blur, so the edge ramps over 2r+1 pixels around
+    the segmentation boundary (above 0.5 just inside it, below just outside)."""
+    kernel = np.ones(2 * radius + 1) / (2 * radius + 1)
+    padded = np.pad(mask.astype(np.float64), radius, mode="edge")
+    rows = np.apply_along_axis(lambda r: np.convolve(r, kernel, mode="valid"), 1, padded)
+    return np.apply_along_axis(lambda c: np.convolve(c, kernel, mode="valid"), 0, rows).astype(np.float32)
+
+
+def write_matte(folder: Path, name: str = "matte", width: int = 48, height: int = 64) -> Path:
+    """The figure with a matting layer (soft alpha, straight foreground = the photo's colour), and next to it
+    ``expected_<name>.npz``: alpha and straight foreground as the project's reader returns them."""
+    from sapiens2_studio.core.formats.bundle import read_bundle, write_bundle
+
+    frame = figure_frame(width, height)
+    frame.alpha = soft_alpha(frame.mask)
+    frame.foreground = frame.image
+    frame.models.append(
+        {"task": "matting", "size": "1b", "checkpoint": "synthetic.safetensors", "sha256": None}
+    )
+    path = write_bundle(folder, name, frame)
+    back = read_bundle(path)
+    np.savez(folder / f"expected_{name}.npz", alpha=back.alpha, foreground=back.foreground, mask=back.mask)
+    return path

@@ -30,6 +30,7 @@ WORKFLOW_CHECKPOINTS = {
     "sapiens2_1b_seg.safetensors": "seg",
     "sapiens2_1b_normal.safetensors": "normal",
     "sapiens2_1b_pointmap.safetensors": "pointmap",
+    "sapiens2_1b_matting.safetensors": "matting",
 }
 EXAMPLE_IMAGE = "sapiens2_example.png"
 
@@ -42,7 +43,7 @@ def free_port() -> int:
 
 def write_models(models_dir: Path) -> Path:
     """models/sapiens2 with tiny official-layout checkpoints under the names the workflows use."""
-    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     folder = models_dir / "sapiens2"
     for name, task in WORKFLOW_CHECKPOINTS.items():

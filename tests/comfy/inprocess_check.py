@@ -57,7 +57,7 @@ def main() -> None:
     out["nodes_when_one_schema_fails"] = sorted(c.__name__ for c in load_node_classes())
     nodes_relight.Sapiens2Relight.define_schema = original
 
-    from sapiens2_pack.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_pack.core.testing.synthetic import write_synthetic_checkpoint
 
     models = os.path.join(work, "models")
     write_synthetic_checkpoint(os.path.join(models, "sub", "tiny_seg.safetensors"), task="seg")
@@ -68,9 +68,9 @@ def main() -> None:
 
     loader = node("Sapiens2ModelLoader")
     loaded, info = loader.execute("sub/tiny_seg.safetensors", "seg", "1b", "auto", "auto", False).args
-    mm.load_models_gpu([loaded.patcher])
+    mm.load_models_gpu([loaded.host_handle])
     out["info"] = info
-    out["patcher_loaded"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)
+    out["patcher_loaded"] = any(m.model is loaded.host_handle for m in mm.current_loaded_models)
 
     calls = []
     comfy.utils.set_progress_bar_global_hook(
@@ -92,13 +92,13 @@ def main() -> None:
 
     # Out of memory next to another model (e.g. a diffusion model of the same workflow): the pack asks ComfyUI
     # to evict the other models before it shrinks the chunk, and keeps its own model loaded.
-    from sapiens2_pack.comfy_nodes.comfy_host import ComfyRuntime
-    from sapiens2_pack.comfy_nodes.runtime import run_chunked
+    from sapiens2_pack.comfy_nodes.comfy_host import ComfyHost
+    from sapiens2_pack.core.studio.chunking import run_chunked
 
     write_synthetic_checkpoint(os.path.join(models, "tiny_pose.safetensors"), task="pose")
     other, _ = loader.execute("tiny_pose.safetensors", "pose", "1b", "auto", "auto", False).args
-    mm.load_models_gpu([other.patcher])
-    runtime = ComfyRuntime("7")
+    mm.load_models_gpu([other.host_handle])
+    runtime = ComfyHost("7")
     runtime.activate(loaded)
     failures = [torch.OutOfMemoryError("CUDA out of memory (simulated)")]
 
@@ -109,8 +109,8 @@ def main() -> None:
 
     run_chunked(2, 2, flaky_work, runtime)
     out["after_oom"] = {
-        "other_loaded": any(m.model is other.patcher for m in mm.current_loaded_models),
-        "own_loaded": any(m.model is loaded.patcher for m in mm.current_loaded_models),
+        "other_loaded": any(m.model is other.host_handle for m in mm.current_loaded_models),
+        "own_loaded": any(m.model is loaded.host_handle for m in mm.current_loaded_models),
     }
 
     # A newer host with ComfyUI's 3D file type whose File3D constructor differs from the one the pack knows:
@@ -138,7 +138,7 @@ def main() -> None:
     del api_io.File3DAny, api_latest.Types.File3D
 
     mm.unload_all_models()
-    out["patcher_loaded_after_unload"] = any(m.model is loaded.patcher for m in mm.current_loaded_models)
+    out["patcher_loaded_after_unload"] = any(m.model is loaded.host_handle for m in mm.current_loaded_models)
     print(json.dumps(out))
 
 

@@ -26,10 +26,10 @@ def test_pack_inside_comfyui_process(comfy_host, tmp_path):
     )
     assert run.returncode == 0, run.stderr[-4000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(out["nodes"]) == 12
+    assert len(out["nodes"]) == 13
     # A node this host cannot describe is dropped alone; the rest of the pack stays.
     assert out["nodes_when_one_schema_fails"] == sorted(set(out["nodes"]) - {"Sapiens2Relight"})
-    assert "Sapiens2 custom seg" in out["info"] and "dtype float32" in out["info"]
+    assert "Sapiens2 custom seg" in out["info"] and "dtype fp32 (auto: fp32 on the CPU)" in out["info"]
     assert out["patcher_loaded"] is True and out["patcher_loaded_after_unload"] is False
     assert out["output_devices"] == [out["intermediate_device"]]
     # Chunks of 2 over 3 images: progress 0/3, 2/3, 3/3 reported through ComfyUI's ProgressBar hook.

@@ -32,14 +32,18 @@ EXPECTED = {
     "Sapiens2DrawPose": (
         {"keypoints": "POSE_KEYPOINT", "pose": "SAPIENS2_POSE", "image": IMG, "draw_body": "BOOLEAN",
          "draw_hands": "BOOLEAN", "draw_face": "BOOLEAN", "stick_width": "INT", "point_radius": "INT",
-         "score_threshold": "FLOAT"},
+         "score_threshold": "FLOAT", "draw_feet": "BOOLEAN"},
         [IMG],
     ),
     "Sapiens2Segment": ({"model": M, "image": IMG, "chunk_size": "INT"}, ["SAPIENS2_SEG", IMG, MASK]),
     "Sapiens2BodyPartMask": (
         {"seg": "SAPIENS2_SEG", "preset": "COMBO", "classes": "STRING", "exclude": "STRING", "grow": "INT",
-         "feather": "FLOAT", "invert": "BOOLEAN", "person": "INT"},
+         "feather": "FLOAT", "invert": "BOOLEAN", "person": "INT", "person_mask": MASK},
         [MASK],
+    ),
+    "Sapiens2Matte": (
+        {"model": M, "image": IMG, "chunk_size": "INT", "background_color": "STRING", "background": IMG},
+        ["SAPIENS2_MATTING", MASK, IMG, IMG],
     ),
     "Sapiens2Normals": (
         {"model": M, "image": IMG, "mask": MASK, "chunk_size": "INT", "convention": "COMBO"},
@@ -61,12 +65,13 @@ EXPECTED = {
          "environment": IMG, "environment_intensity": "FLOAT", "environment_rotation": "FLOAT",
          "environment_is_linear": "BOOLEAN", "ambient": "FLOAT", "ambient_color": "STRING", "specular": "FLOAT",
          "shininess": "FLOAT", "pointmap": "SAPIENS2_POINTMAP", "shadows": "BOOLEAN", "shadow_softness": "FLOAT",
-         "exposure": "FLOAT", "background": IMG},
+         "exposure": "FLOAT", "background": IMG, "foreground": IMG},
         [IMG, IMG],
     ),
     "Sapiens2SaveCaptureBundle": (
         {"image": IMG, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
-         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT"},
+         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT",
+         "matting": "SAPIENS2_MATTING"},
         ["STRING"],
     ),
     "Sapiens2ExportMesh": (
@@ -256,20 +261,20 @@ BAD_INPUTS = {
          "3": _node("Sapiens2Pose", model=["2", 0], image=["1", 0], flip_test=False,
                     keypoint_format="core (real scores)", neck_mode="auto", score_threshold=0.3, chunk_size=1),
          "4": _node("PreviewAny", source=["3", 0])},
-        "Sapiens2Pose", "needs a Sapiens2 pose (308 keypoints) model, but the connected model is segmentation",
+        "Sapiens2Pose", "needs a Sapiens2 pose (308 keypoints) model, but the model given is segmentation",
     ),
     "segment_given_a_non_image": (
         {"2": _loader(SEG_CKPT),
          "3": _node("Sapiens2Segment", model=["2", 0], image={"__value__": []}, chunk_size=1),
          "4": _node("PreviewAny", source=["3", 0])},
-        "Sapiens2Segment", "expected an IMAGE batch",
+        "Sapiens2Segment", "'image' must be an image batch (B, H, W, 3)",
     ),
     "normals_with_a_mask_of_another_size": (
         {"1": LOAD, "2": _loader(NORMAL_CKPT), "5": _node("SolidMask", value=1.0, width=16, height=16),
          "3": _node("Sapiens2Normals", model=["2", 0], image=["1", 0], mask=["5", 0], chunk_size=1,
                     convention="opengl (blender camera, y up)"),
          "4": _node("PreviewImage", images=["3", 1])},
-        "Sapiens2Normals", "mask is 16x16 but the image is 96x128",
+        "Sapiens2Normals", "'mask' is 16x16 but the image is 96x128",
     ),
     "pointmap_with_a_pose_model": (
         {"1": LOAD, "2": _loader(POSE_CKPT),
@@ -391,7 +396,7 @@ def _cached_nodes(entry: dict) -> set[str]:
 def test_loader_reloads_a_replaced_checkpoint_and_caches_an_unchanged_one(client, comfy_server):
     import os
 
-    from sapiens2_studio.core.checkpoints.synthetic import write_synthetic_checkpoint
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
     path = Path(comfy_server.base / "models" / "sapiens2" / "swapped.safetensors")
     write_synthetic_checkpoint(path, task="seg")

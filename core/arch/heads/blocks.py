@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from ..errors import ModelConfigError
+
 
 class RMSNorm2d(nn.Module):
     """RMSNorm over channels at each pixel (albedo head); the weight lives at `<index>.norm.weight`."""
@@ -25,14 +27,14 @@ def make_norm(kind: str, channels: int, *, device=None, dtype=None) -> nn.Module
         return nn.InstanceNorm2d(channels)  # affine-free, eps 1e-5, per-sample statistics: no keys
     if kind == "rms":
         return RMSNorm2d(channels, device=device, dtype=dtype)
-    raise ValueError(f"unknown head norm {kind!r}")
+    raise ModelConfigError(f"unknown head norm {kind!r}")
 
 
 def deconv_padding(kernel: int) -> tuple[int, int]:
     """(padding, output_padding) that make a stride-2 transposed conv exactly double the size."""
     table = {4: (1, 0), 3: (1, 1), 2: (0, 0)}
     if kernel not in table:
-        raise ValueError(f"unsupported transposed-conv kernel {kernel}; expected 2, 3 or 4")
+        raise ModelConfigError(f"unsupported transposed-conv kernel {kernel}; expected 2, 3 or 4")
     return table[kernel]
 
 

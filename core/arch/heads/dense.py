@@ -1,9 +1,11 @@
-"""Dense heads at input resolution: normal, albedo and pointmap.
+"""Dense heads at input resolution: normal, albedo, pointmap and matting.
 
 Topology: 3x3 input conv → upsampling blocks (conv to 4x channels → PixelShuffle(2) → norm → SiLU) → convs →
-1x1 conv to 3 channels.  Albedo uses per-pixel RMSNorm where the others use InstanceNorm.  The pointmap head adds a
-scale branch on the feature map (stride-2 1x1 convs, flatten in C,H,W order, MLP) whose first linear width fixes
-the input size the model accepts (1024x768 for the released weights).
+1x1 output conv (3 channels; 4 for matting).  Albedo uses per-pixel RMSNorm where the others use InstanceNorm.  The
+pointmap head adds a scale branch on the feature map (stride-2 1x1 convs, flatten in C,H,W order, MLP) whose first
+linear width fixes the input size the model accepts (1024x768 for the released weights).  The matting head ends in a
+sigmoid at network resolution, as the reference's `MattingHead.forward` does: channels 0–2 are the pre-multiplied
+foreground RGB, channel 3 the alpha.
 """
 
 from __future__ import annotations
@@ -11,9 +13,17 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..config import DenseHeadConfig
+from ..errors import ModelConfigError
 from .blocks import conv_stack, make_norm
 
-OUTPUT_CONV_NAMES = {"normal": "conv_normal", "albedo": "conv_albedo", "pointmap": "conv_pointmap"}
+OUTPUT_CONV_NAMES = {
+    "normal": "conv_normal",
+    "albedo": "conv_albedo",
+    "pointmap": "conv_pointmap",
+    "matting": "conv_matting",
+}
+# Tasks whose head applies a sigmoid to the output conv (part of the model in the reference, not post-processing).
+SIGMOID_TASKS = frozenset({"matting"})
 
 
 class DenseHead(nn.Module):
@@ -22,6 +32,7 @@ class DenseHead(nn.Module):
         factory = {"device": device, "dtype": dtype}
         self.cfg = cfg
         self.output_name = OUTPUT_CONV_NAMES[task]
+        self.sigmoid_output = task in SIGMOID_TASKS
         channels = cfg.in_channels
         self.input_conv = conv_stack(channels, (channels,), (cfg.input_kernel,), norm=cfg.norm, **factory)
         blocks = []
@@ -63,13 +74,15 @@ class DenseHead(nn.Module):
     def forward(self, featmap: Tensor) -> Tensor | tuple[Tensor, Tensor]:
         x = self.conv_layers(self.upsample_blocks(self.input_conv(featmap)))
         dense = getattr(self, self.output_name)(x)
+        if self.sigmoid_output:
+            dense = dense.sigmoid()
         if not self.has_scale:
             return dense
         pooled = self.scale_conv_layers(featmap)
         expected = self.cfg.scale_mlp[0]
         if pooled[0].numel() != expected:
             height, width = featmap.shape[-2:]
-            raise ValueError(
+            raise ModelConfigError(
                 f"this pointmap model's scale branch was trained for a fixed input size ({expected} features) "
                 f"but a {height * 16}x{width * 16} input gives {pooled[0].numel()}; feed 1024x768 images "
                 "(the pipeline resizes and pads for you)"

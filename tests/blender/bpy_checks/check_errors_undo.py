@@ -94,7 +94,7 @@ def test_panel_lines_for_the_active_object(addon, bpy_empty, bundles):
     bpy.data.collections["Sapiens2 tiny"].name = "renamed by the user"
     collection = addon.ui.panel.capture_collection(arm)
     summary, models, footer = addon.ui.panel.panel_lines(collection["sapiens2"], arm, arm.pose.bones["nose"])
-    assert summary[:2] == ["tiny  (bundle v1.0)", "Image: 8 x 6 px"]
+    assert summary[:2] == ["tiny  (bundle v1.1)", "Image: 8 x 6 px"]
     assert "Camera (pointmap): fx 10.0  fy 10.0" in summary and "Pointmap scale: 0.850" in summary
     assert models == ["pointmap: 0.4b  sapiens2_0.4b_pointmap.safetensors"]
     assert footer[-2:] == ["Person (track) 0", "nose: confidence 0.10"]

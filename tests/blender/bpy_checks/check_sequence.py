@@ -315,3 +315,41 @@ def test_plate_plays_the_source_video(bpy_empty, bundles, walk_copy):
     for t in range(1, FRAMES + 1):
         bpy.context.scene.frame_set(t)
         assert plate.image_user.frame_current == t
+
+
+def _set_run(path, run_id):
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if run_id is None:
+        data.pop("run", None)
+    else:
+        data["run"] = {**(data.get("run") or {}), "id": run_id}
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_frames_of_different_runs_are_refused(bpy_empty, walk_copy, read_json):
+    """One frame re-written by another run: the operator reports the mix and imports nothing."""
+    bpy = bpy_empty
+    index = read_json(walk_copy / "walk.sequence.json")
+    first = read_json(walk_copy / index["frames"][0]["json"])
+    assert index["run"]["id"] == first["run"]["id"]  # the writer stamps the index and every frame
+    _set_run(walk_copy / index["frames"][2]["json"], "20250101T000000Z-00000000")
+    objects = len(bpy.data.objects)
+    with pytest.raises(
+        RuntimeError, match=r"frames come from different runs .*walk_0003\.json from run 2025"
+    ):
+        bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json"))
+    assert len(bpy.data.objects) == objects
+
+
+def test_frames_without_run_ids_still_import(bpy_empty, walk_copy, read_json):
+    """Version 1.0 files name no run: a sequence of them is not refused for lacking one."""
+    index = read_json(walk_copy / "walk.sequence.json")
+    for path in [walk_copy / "walk.sequence.json", *(walk_copy / e["json"] for e in index["frames"])]:
+        _set_run(path, None)
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(filepath=str(walk_copy / "walk.sequence.json")) == {
+        "FINISHED"
+    }
+    assert "walk person 0" in bpy.data.objects

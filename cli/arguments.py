@@ -1,0 +1,227 @@
+"""The `sapiens2` command line's arguments: the parser, and the checks argparse cannot do itself."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..core.catalogue import (
+    DEFAULT_SIZE,
+    DEFAULT_TASKS,
+    PRETRAIN,
+    TASK_LABELS,
+    TASK_SIZES_RELEASED,
+    default_size,
+)
+from ..core.catalogue import TASKS as CATALOGUE_TASKS
+from ..core.errors import Sapiens2Error
+from ..core.studio.pipelining import DEFAULT_WRITERS
+
+if TYPE_CHECKING:
+    from ..core.studio.job import JobSpec
+
+TASKS = CATALOGUE_TASKS
+SIZES = TASK_SIZES_RELEASED
+
+
+class UsageError(Sapiens2Error, ValueError):
+    """The command line itself is wrong (unknown task, malformed --checkpoint, …)."""
+
+
+def _batch_size(text: str) -> int | str:
+    if text == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
+def _writers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {value}")
+    return value
+
+
+def parse_tasks(text: str) -> list[str]:
+    tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not tasks:
+        raise UsageError("--tasks is empty; choose from " + ",".join(TASKS))
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        raise UsageError(f"unknown task {unknown[0]!r} in --tasks; choose from {', '.join(TASKS)}")
+    return list(dict.fromkeys(tasks))
+
+
+def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for item in items or []:
+        task, sep, path = item.partition("=")
+        task = task.strip().lower()
+        if not sep or not path:
+            raise UsageError(f"--checkpoint expects TASK=PATH, got {item!r}")
+        if task not in TASKS:
+            raise UsageError(f"--checkpoint {item!r}: unknown task {task!r}; choose from {', '.join(TASKS)}")
+        overrides[task] = path
+    return overrides
+
+
+def add_model_arguments(p: argparse.ArgumentParser) -> None:
+    """Which models run, where and how: shared by `predict` and `check`."""
+    p.add_argument(
+        "--tasks",
+        default=",".join(DEFAULT_TASKS),
+        help="comma list of: " + ",".join(TASKS) + f" (default {','.join(DEFAULT_TASKS)})",
+    )
+    own_sizes = ", ".join(f"{t} {default_size(t)}" for t in TASKS if default_size(t) != DEFAULT_SIZE)
+    p.add_argument(
+        "--size",
+        default=None,
+        choices=SIZES,
+        help=f"model size of every official checkpoint (default: each task's own: {DEFAULT_SIZE}, {own_sizes})",
+    )
+    p.add_argument(
+        "--checkpoint",
+        action="append",
+        metavar="TASK=PATH",
+        help="use this .safetensors file for TASK (any size, inferred from its shapes; overrides --size)",
+    )
+    p.add_argument(
+        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
+    )
+    p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default)")
+    p.add_argument(
+        "--dtype", default="auto", choices=("auto", "fp32", "bf16", "fp16"), help="auto: bf16 on CUDA"
+    )
+    p.add_argument(
+        "--flip-test",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="pose: average with the mirrored image, as the official pipeline does (default on; "
+        "--no-flip-test is ~2x faster)",
+    )
+    p.add_argument(
+        "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sapiens2",
+        description="Sapiens2 human-vision models: "
+        + ", ".join(TASK_LABELS[t] for t in TASKS)
+        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(p)
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--batch-size",
+        type=_batch_size,
+        default=1,
+        help="images per forward pass (default 1), or 'auto': as many as fit in free GPU memory",
+    )
+    p.add_argument(
+        "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
+    )
+    p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
+    p.add_argument(
+        "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
+    )
+    p.add_argument(
+        "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
+    )
+    p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
+    p.add_argument(
+        "--writers",
+        type=_writers,
+        default=DEFAULT_WRITERS,
+        help=f"frames written in parallel while the models run on the next ones (default {DEFAULT_WRITERS}; "
+        "0: write each frame before the next one starts)",
+    )
+    p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
+    p.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="resume: keep frames and tasks whose outputs in --out are verified complete (same input, "
+        "checkpoint and settings), do only the rest",
+    )
+    p.add_argument(
+        "--clean",
+        action="store_true",
+        help="each frame holds only the tasks of this run (default: tasks not run now are kept from the "
+        "earlier results)",
+    )
+    p.add_argument(
+        "--nonfinite",
+        choices=("warn", "error"),
+        default="warn",
+        help="model output with NaN/inf: warn and store it as invalid (default), or refuse the frame",
+    )
+
+    d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
+    d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))
+    d.add_argument("--size", required=True, help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b")
+    d.add_argument(
+        "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
+    )
+    d.add_argument("--force", action="store_true", help="download again even if the file exists")
+
+    c = sub.add_parser(
+        "check",
+        help="run the tasks on images and report the geometry self-checks (normals vs pointmap, keypoints vs "
+        "segmentation); writes nothing",
+    )
+    c.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
+    add_model_arguments(c)
+
+    v = sub.add_parser(
+        "convert", help="convert a trusted pickled checkpoint (.pth/.bin/.pt) to .safetensors, once"
+    )
+    v.add_argument("source", help="the .pth/.bin/.pt file (read with torch.load(weights_only=True))")
+    v.add_argument("destination", help="the .safetensors file to write")
+
+    i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
+    i.add_argument("checkpoint", help="path to a .safetensors file")
+    i.add_argument("--sha256", action="store_true", help="also hash the file")
+    return parser
+
+
+def job_spec(args: argparse.Namespace) -> JobSpec:
+    """The job the arguments describe (no file is read here); `check` has only the model arguments, so the
+    predict-only ones fall back to the job's defaults."""
+    from ..core.studio.job import JobSpec  # torch comes with it: not at import time, so --help stays instant
+
+    defaults = JobSpec(inputs=[], out=".")
+    return JobSpec(
+        inputs=list(args.inputs),
+        out=getattr(args, "out", defaults.out),
+        tasks=tuple(parse_tasks(args.tasks)),
+        size=args.size,
+        checkpoints=dict(parse_checkpoint_overrides(args.checkpoint)),
+        checkpoint_dir=args.checkpoint_dir,
+        allow_download=not args.no_download,
+        device=args.device,
+        dtype=args.dtype,
+        compile=getattr(args, "compile", defaults.compile),
+        batch_size=getattr(args, "batch_size", defaults.batch_size),
+        flip_test=args.flip_test,
+        boxes_file=getattr(args, "boxes", defaults.boxes_file),
+        smooth=getattr(args, "smooth", defaults.smooth),
+        fps=getattr(args, "fps", defaults.fps),
+        previews=not getattr(args, "no_previews", not defaults.previews),
+        mesh=getattr(args, "mesh", defaults.mesh),
+        skip_existing=getattr(args, "skip_existing", defaults.skip_existing),
+        clean=getattr(args, "clean", defaults.clean),
+        nonfinite=getattr(args, "nonfinite", defaults.nonfinite),
+        writers=getattr(args, "writers", defaults.writers),
+    )

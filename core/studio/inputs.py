@@ -1,0 +1,199 @@
+"""Turn input paths (images, folders, numbered frames, videos) into single images and sequences.
+
+Why grouping: users point the CLI at a folder of `frame_0001.png …` frames and expect one sequence (with a
+sequence index and temporal smoothing), not hundreds of unrelated images. Files whose names differ only by a
+number, in the same folder with the same extension, form a sequence (ordered numerically); everything else is a
+single image. Videos are sequences decoded with PyAV when it is installed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..formats.bundle import sanitize_name
+from ..formats.errors import BundleError
+from .errors import InputError
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
+VIDEO_EXTENSIONS = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v")
+_NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)$")
+
+
+@dataclass
+class ImageJob:
+    """One still image to process."""
+
+    path: Path
+    name: str
+
+
+@dataclass
+class SequenceJob:
+    """Ordered frames (image files or one video) to process as one sequence."""
+
+    name: str
+    frames: list[Path] = field(default_factory=list)
+    video: Path | None = None
+    fps: float = 24.0
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def frame_numbers(self) -> list[int] | None:
+        """Output frame numbers: the numbers in the file names (plate_1001.png → 1001, gaps kept), so results line
+        up with the plate in comp; 1, 2, … when the names repeat a number (a_1, a_01). None for a video (1-based)."""
+        if self.video is not None:
+            return None
+        numbers = [int(_NUMBERED.match(p.stem).group("number")) for p in self.frames]  # type: ignore[union-attr]
+        return numbers if len(set(numbers)) == len(numbers) else list(range(1, len(numbers) + 1))
+
+    def probe(self) -> None:
+        """For a video: read its frame rate (and check that it opens) before any frame is processed."""
+        if self.video is None:
+            return
+        av = _require_av(self.video)
+        try:
+            with av.open(str(self.video)) as container:
+                if not container.streams.video:
+                    raise InputError(f"{self.video}: the file has no video stream")
+                rate = container.streams.video[0].average_rate
+                if rate:
+                    self.fps = float(rate)
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{self.video}: cannot open video ({exc})") from None
+
+    def iter_frames(self) -> Iterator[tuple[str, np.ndarray]]:
+        """Yield (source name, RGB frame as uint8 or uint16)."""
+        if self.video is None:
+            for path in self.frames:
+                yield path.name, load_image(path)
+            return
+        av = _require_av(self.video)
+        try:
+            with av.open(str(self.video)) as container:
+                for frame in container.decode(video=0):
+                    yield self.video.name, frame.to_ndarray(format="rgb24")
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{self.video}: cannot decode video ({exc})") from None
+
+
+def _require_av(path: Path):
+    try:
+        import av
+    except ImportError:
+        raise InputError(
+            f'{path}: reading videos needs the optional PyAV package (pip install "sapiens2-studio[video]" or '
+            "pip install av); or extract the frames to numbered images first"
+        ) from None
+    return av
+
+
+def load_image(path: Path) -> np.ndarray:
+    """Read any common image as (H, W, 3) RGB: uint8, or uint16 for 16-bit grayscale; RGBA drops alpha."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            img = ImageOps.exif_transpose(img)
+            img.load()
+            if img.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit (or 32-bit int) grayscale: keep 16 bits
+                arr = np.asarray(img, dtype=np.int64)
+                if img.mode == "I" and arr.max() <= 255:
+                    arr = arr * 257
+                gray = np.clip(arr, 0, 65535).astype(np.uint16)
+                return np.ascontiguousarray(np.repeat(gray[..., None], 3, axis=2))
+            if img.mode == "F":
+                arr = np.asarray(img, dtype=np.float32)
+                gray = np.clip(np.rint(arr * 255.0 if arr.max() <= 1.0 else arr), 0, 255).astype(np.uint8)
+                return np.ascontiguousarray(np.repeat(gray[..., None], 3, axis=2))
+            return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise InputError(f"{path}: cannot read image ({exc}); is it a valid image file?") from None
+
+
+def _numbered_key(path: Path) -> tuple[str, str, str] | None:
+    match = _NUMBERED.match(path.stem)
+    if not match:
+        return None
+    return str(path.parent), match.group("prefix"), path.suffix.lower()
+
+
+def _sequence_name(prefix: str, folder: Path) -> str:
+    base = prefix.rstrip("_-. ")
+    return base or folder.resolve().name or "sequence"
+
+
+def collect_inputs(inputs: list[str]) -> list[ImageJob | SequenceJob]:
+    """Expand paths into jobs; raises InputError for missing paths, empty folders and unknown file types."""
+    if not inputs:
+        raise InputError("no inputs given; pass image files, folders, numbered frames or videos")
+    files: list[Path] = []
+    jobs: list[ImageJob | SequenceJob] = []
+    for raw in inputs:
+        path = Path(raw).expanduser()
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+            videos = sorted(p for p in path.iterdir() if p.is_file() and p.suffix.lower() in VIDEO_EXTENSIONS)
+            if not found and not videos:
+                raise InputError(
+                    f"{path}: no images found in this folder (looked for {', '.join(IMAGE_EXTENSIONS)})"
+                )
+            files.extend(found)
+            jobs.extend(SequenceJob(name=p.stem, video=p) for p in videos)
+        elif path.is_file():
+            suffix = path.suffix.lower()
+            if suffix in VIDEO_EXTENSIONS:
+                jobs.append(SequenceJob(name=path.stem, video=path))
+            elif suffix in IMAGE_EXTENSIONS:
+                files.append(path)
+            else:
+                raise InputError(
+                    f"{path}: unsupported file type {suffix or '(none)'!r}; images: {', '.join(IMAGE_EXTENSIONS)}; "
+                    f"videos: {', '.join(VIDEO_EXTENSIONS)}"
+                )
+        else:
+            raise InputError(f"{path}: no such file or folder")
+
+    groups: dict[tuple[str, str, str], list[Path]] = {}
+    for file in dict.fromkeys(files):  # de-duplicate, keep order
+        key = _numbered_key(file)
+        if key is not None:
+            groups.setdefault(key, []).append(file)
+    grouped: set[Path] = set()
+    ordered: list[ImageJob | SequenceJob] = []
+    for file in dict.fromkeys(files):
+        key = _numbered_key(file)
+        if key is not None and len(groups[key]) > 1:
+            if file in grouped:
+                continue
+            frames = sorted(groups[key], key=lambda p: int(_NUMBERED.match(p.stem).group("number")))  # type: ignore[union-attr]
+            grouped.update(frames)
+            ordered.append(SequenceJob(name=_sequence_name(key[1], file.parent), frames=frames))
+        else:
+            ordered.append(ImageJob(path=file, name=file.stem))
+    ordered.extend(jobs)
+    _unique_names(ordered)
+    return ordered
+
+
+def _unique_names(jobs: list[ImageJob | SequenceJob]) -> None:
+    """Sanitise names and make them unique (photo, photo_2, …) so outputs never overwrite each other."""
+    seen: set[str] = set()
+    for job in jobs:
+        try:
+            base = sanitize_name(job.name)
+        except BundleError:  # e.g. a name made only of non-ASCII characters
+            base = "sequence" if isinstance(job, SequenceJob) else "image"
+        name, counter = base, 2
+        while name.lower() in seen:
+            name = f"{base}_{counter}"
+            counter += 1
+        seen.add(name.lower())
+        job.name = name

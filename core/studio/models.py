@@ -1,0 +1,144 @@
+"""Loaded models with their provenance, and a cache keyed by file and execution plan.
+
+A `LoadedModel` is what every front-end passes around (ComfyUI's SAPIENS2_MODEL socket carries one): the module,
+its task and architecture, the execution plan it runs under, and where it came from (file name, size, sha256 on
+demand), which becomes the capture bundle's `models` entry.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .. import catalogue
+from ..checkpoints import hub
+from ..checkpoints.loader import load_model
+from .errors import StudioError
+from .execution import ExecutionPlan, apply_plan, plan_execution
+
+
+@dataclass
+class LoadedModel:
+    """A model ready to run, with where it came from.
+
+    `model` rests on `storage` until a host activates it on the plan's device; `host_handle` is a front-end's own
+    wrapper (ComfyUI's ModelPatcher), None elsewhere.
+    """
+
+    model: Any
+    task: str
+    spec: Any
+    checkpoint: str
+    plan: ExecutionPlan
+    path: Path | None = None
+    size_bytes: int | None = None
+    sha256: str | None = None
+    hash_cache_dir: Path | None = None
+    host_handle: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.plan.dtype
+
+    def describe(self) -> str:
+        label = catalogue.TASK_LABELS.get(self.task, self.task)
+        size = f" ({self.size_bytes / 1e9:.2f} GB)" if self.size_bytes and self.size_bytes >= 1e8 else ""
+        return f"Sapiens2 {self.spec.size} {label} from {self.checkpoint}{size}"
+
+    def checkpoint_sha256(self) -> str | None:
+        """sha256 of the file (hashed once, then cached next to the checkpoints by path, size and mtime)."""
+        if self.sha256 is None and self.path is not None and self.path.is_file():
+            self.sha256 = hub.file_sha256(self.path, self.hash_cache_dir)
+        return self.sha256
+
+    def record(self) -> dict[str, Any]:
+        """The capture bundle's `models` entry: task, size, file, sha256 and how it ran."""
+        return {
+            "task": self.task,
+            "size": self.spec.size,
+            "checkpoint": self.checkpoint,
+            "sha256": self.checkpoint_sha256(),
+            "dtype": self.plan.dtype_name,
+            "device": self.plan.device.type,
+        }
+
+
+def file_fingerprint(path: str | os.PathLike | None) -> str:
+    """Cheap identity of a checkpoint file (path, size, mtime): an unchanged file stays cached, a file replaced
+    under the same name loads again. Hashing is no option here: hosts ask on every run and a 5B file is 20 GB."""
+    if path is None:
+        return "no file"
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return f"{path}|missing"
+    return f"{Path(path).resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+
+
+def load(
+    path: str | os.PathLike,
+    *,
+    task: str | None = None,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "auto",
+    attention: str = "auto",
+    compile: bool = False,
+    storage: str | torch.device | None = None,
+    bf16_supported: bool | None = None,
+    name: str | None = None,
+    hash_cache_dir: str | os.PathLike | None = None,
+) -> LoadedModel:
+    """Load a checkpoint under the plan the one `auto` rule gives; weights rest on `storage` (default: the compute
+    device; ComfyUI passes its offload device)."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise StudioError(
+            f"checkpoint not found: {file}",
+            hints={
+                "cli": "check the --checkpoint path",
+                "comfyui": "put it into models/sapiens2 and press R",
+            },
+        )
+    meta = load_model(file, device="meta", task=task)  # reads only the header: cheap, checks the task early
+    plan = plan_execution(
+        device, dtype, attention, compile, head_dim=meta.spec.head_dim, bf16_supported=bf16_supported
+    )
+    model = load_model(
+        file, device=storage if storage is not None else plan.device, dtype=plan.dtype, task=task
+    )
+    apply_plan(model, plan)
+    return LoadedModel(
+        model=model,
+        task=model.task,
+        spec=model.spec,
+        checkpoint=name or file.name,
+        plan=plan,
+        path=file,
+        size_bytes=file.stat().st_size,
+        hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
+    )
+
+
+class ModelCache:
+    """Models loaded once per (file fingerprint, task, plan choices): a second request gets the same object."""
+
+    def __init__(self) -> None:
+        self._models: dict[tuple, LoadedModel] = {}
+
+    def get(self, path: str | os.PathLike, **options: Any) -> LoadedModel:
+        key = (file_fingerprint(path), tuple(sorted((k, str(v)) for k, v in options.items())))
+        cached = self._models.get(key)
+        if cached is None:
+            cached = self._models[key] = load(path, **options)
+        return cached
+
+    def clear(self) -> None:
+        self._models.clear()
+
+    def __len__(self) -> int:
+        return len(self._models)

@@ -1,0 +1,215 @@
+"""Write one image's results: capture bundle + PNG previews + keypoint JSONs (+ mesh), as one transaction.
+
+All files go to temporaries first and are committed together with the bundle JSON last (`transaction.py`), so an
+output folder only ever shows a frame whose whole file set is complete and of one run. Every JSON written here is
+strict JSON: a non-finite number (a model's NaN) becomes null (`.keypoints.json`) or OpenPose's "not detected"
+0, 0, 0 (`.openpose.json`, whose consumers expect numbers), never the bare `NaN` that JSON parsers reject.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..formats.bundle import CaptureFrame, CapturePerson
+from ..formats.mesh import pointmap_to_mesh, write_mesh
+from .drawing import pose_preview
+from .previews import (
+    albedo_preview,
+    alpha_preview,
+    cutout_preview,
+    depth_preview,
+    normal_map,
+    save_png,
+    seg_colors,
+    to_uint8,
+    valid_depth,
+)
+from .transaction import FrameTransaction
+
+KEYPOINTS_FORMAT = "sapiens2-keypoints"
+# Every file `write_frame_outputs` can write for `<name>`: a re-run replaces the whole set, so a file that this
+# run does not produce (a preview of a task not run now, a mesh not asked for) is removed rather than left stale.
+OUTPUT_SUFFIXES = (
+    ".exr",
+    ".json",
+    ".pose.png",
+    ".seg.png",
+    ".normal.png",
+    ".depth.png",
+    ".albedo.png",
+    ".alpha.png",
+    ".foreground.png",
+    ".keypoints.json",
+    ".openpose.json",
+    ".ply",
+    ".glb",
+)
+
+
+def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, Any]:
+    """Suffix → preview image for every layer the frame holds (the same previews ComfyUI's nodes show)."""
+    out: dict[str, Any] = {}
+    mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
+    if frame.people or "pose" in {m.get("task") for m in frame.models}:
+        out["pose"] = pose_preview(image, frame.people)
+    if frame.seg is not None:
+        out["seg"] = seg_colors(frame.seg)
+    if frame.normals is not None:
+        out["normal"] = normal_map(frame.normals, mask=mask)
+    if frame.points is not None:
+        depth, valid = valid_depth(frame.points, mask)
+        out["depth"] = depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
+    if frame.albedo is not None:
+        out["albedo"] = albedo_preview(frame.albedo)
+    if frame.alpha is not None:
+        out["alpha"] = alpha_preview(frame.alpha)
+        if frame.foreground is not None:
+            out["foreground"] = cutout_preview(frame.foreground, frame.alpha)
+    return out
+
+
+def _number(value: Any, digits: int) -> float | None:
+    """A rounded float for JSON, or None for NaN/inf."""
+    v = float(value)
+    return round(v, digits) if math.isfinite(v) else None
+
+
+def keypoints_document(frame: CaptureFrame, name: str) -> dict[str, Any]:
+    """A small JSON with just the 2D keypoints (for tools that do not want EXR)."""
+    from ..formats.bundle import metadata_tables
+
+    names, skeleton, _ = metadata_tables()
+    people = []
+    for index, raw in enumerate(frame.people):
+        person = CapturePerson.coerce(raw, index)
+        people.append(
+            {
+                "id": index,
+                "bbox": [_number(v, 3) for v in person.bbox],
+                "bbox_source": person.bbox_source,
+                **({} if person.track_id is None else {"track_id": person.track_id}),
+                "keypoints": [[_number(x, 3), _number(y, 3), _number(s, 4)] for x, y, s in person.keypoints],
+            }
+        )
+    return {
+        "format": KEYPOINTS_FORMAT,
+        "version": "1.0",
+        "name": name,
+        "frame": frame.frame,
+        "image": {"width": frame.width, "height": frame.height, "source": frame.source_name},
+        "people": people,
+        "keypoint_names": names,
+        "skeleton": skeleton,
+    }
+
+
+def _openpose_points(values: Any) -> Any:
+    """A flat [x, y, c, x, y, c, …] list with every triplet holding NaN/inf replaced by OpenPose's 0, 0, 0."""
+    if not isinstance(values, list):
+        return values
+    out = []
+    for i in range(0, len(values) - len(values) % 3, 3):
+        triplet = values[i : i + 3]
+        finite = all(isinstance(v, (int, float)) and math.isfinite(v) for v in triplet)
+        out += triplet if finite else [0.0, 0.0, 0.0]
+    return out
+
+
+def openpose_document(frame: CaptureFrame) -> dict[str, Any]:
+    """OpenPose-style JSON (ComfyUI POSE_KEYPOINT frame, the default "openpose" format, which ControlNet tools
+    read): 18 body + 6 feet + 70 face + 2x21 hand points per person."""
+    from ..formats.keypoints import person_to_openpose
+
+    people = [
+        {
+            key: _openpose_points(value)
+            for key, value in person_to_openpose(CapturePerson.coerce(p, i).keypoints).items()
+        }
+        for i, p in enumerate(frame.people)
+    ]
+    return {"version": 1.3, "people": people, "canvas_width": frame.width, "canvas_height": frame.height}
+
+
+def _json_writer(doc: dict[str, Any]) -> Callable[[Path], None]:
+    text = json.dumps(doc, allow_nan=False)  # fails loudly rather than write invalid JSON
+    return lambda path: path.write_text(text, encoding="utf-8")
+
+
+def frame_files(
+    frame: CaptureFrame,
+    image: np.ndarray,
+    name: str,
+    *,
+    with_previews: bool = True,
+    mesh_format: str | None = None,
+) -> dict[str, Callable[[Path], Any]]:
+    """File name → writer for every file of `<name>` besides the bundle: previews, keypoint JSONs, mesh."""
+    files: dict[str, Callable[[Path], Any]] = {}
+    if with_previews:
+        for suffix, array in preview_images(frame, image).items():
+            files[f"{name}.{suffix}.png"] = lambda path, array=array: save_png(path, array)
+    if frame.people or any(m.get("task") == "pose" for m in frame.models):
+        files[f"{name}.keypoints.json"] = _json_writer(keypoints_document(frame, name))
+        files[f"{name}.openpose.json"] = _json_writer(openpose_document(frame))
+    if mesh_format and frame.points is not None:
+        mesh = pointmap_to_mesh(frame.points, colors=to_uint8(image), mask=frame.mask, normals=frame.normals)
+        if len(mesh.faces):
+            files[f"{name}.{mesh_format}"] = lambda path: write_mesh(path, mesh)
+    return files
+
+
+def write_frame_outputs(
+    folder: str | os.PathLike,
+    name: str,
+    frame: CaptureFrame,
+    image: np.ndarray,
+    *,
+    with_previews: bool = True,
+    mesh_format: str | None = None,
+) -> Path:
+    """Write `<name>.exr/.json`, previews `<name>.<layer>.png`, `<name>.keypoints.json`, `<name>.openpose.json`
+    and optionally `<name>.ply|.glb` as one transaction; files of an earlier run for `<name>` that this set does
+    not hold are removed (see OUTPUT_SUFFIXES).
+
+    Returns the bundle JSON path.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with FrameTransaction(folder, name) as tx:
+        for final, write in frame_files(
+            frame, image, name, with_previews=with_previews, mesh_format=mesh_format
+        ).items():
+            tx.stage(final, write)
+        tx.stage_bundle(frame)
+        return tx.commit(obsolete=output_names(name))
+
+
+def output_names(name: str) -> list[str]:
+    """Every file name `write_frame_outputs` can write for `<name>`."""
+    return [f"{name}{suffix}" for suffix in OUTPUT_SUFFIXES]
+
+
+def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = frozenset()) -> None:
+    """Delete the files a previous run wrote for `<name>` (see OUTPUT_SUFFIXES), except those in `keep`; the JSON
+    first, so that a run stopped half-way leaves no JSON claiming files that are gone."""
+    for suffix in (".json", *(s for s in OUTPUT_SUFFIXES if s != ".json")):
+        if f"{name}{suffix}" not in keep:
+            with contextlib.suppress(FileNotFoundError):
+                (folder / f"{name}{suffix}").unlink()
+
+
+def remove_stale_frames(folder: Path, sequence: str, keep: set[int]) -> None:
+    """Delete frames not in `keep` that a previous run of the same sequence (longer, or other numbers) left."""
+    pattern = re.compile(rf"^{re.escape(sequence)}_(\d{{4,}})\.(?:exr|json)$")
+    numbers = {int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name))}
+    for number in sorted(numbers - keep):
+        remove_outputs(folder, f"{sequence}_{number:04d}")

@@ -1,0 +1,217 @@
+"""Checks of the output folder before any model loads: a folder (not a file), writable, with room for the results.
+
+Why: a 5B model takes a minute to load and a long sequence hours to run; learning then that `--out` is read-only or
+the disk is full (as raw errno text naming a temporary file) wastes both. Nothing is created here: the folder is
+made by the run itself, right before it takes the folder's lock.
+
+Size estimate, per image of W×H pixels (an upper bound: the EXR's ZIP compression and the PNGs' deflate are
+assumed to save nothing):
+- EXR: W·H·(8 image [RGBA half] + 12 pointmap [float XYZ] + 6 normal + 6 albedo [half RGB] + 6 seg [float id +
+  half mask]) bytes for the layers of the tasks run, plus 4 KiB of header;
+- JSON: 64 KiB for the bundle (tables + people), 2 × 32 KiB for `.keypoints.json`/`.openpose.json` with pose;
+- previews: W·H·3 + 1 KiB per preview (pose, seg, normal, depth, albedo) unless `--no-previews`;
+- mesh: W·H·60 bytes (GLB, the larger format: positions, normals, colours, two triangles per pixel).
+needed = Σ estimate − bytes of the existing files the run replaces (same names) + the largest frame (its
+temporaries sit beside the old files until its commit) + 16 MiB, never less than the largest frame + 16 MiB.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import OutputError
+from .inputs import ImageJob, SequenceJob
+from .outputs import OUTPUT_SUFFIXES
+
+_EXR_BYTES_PER_PIXEL = {"pose": 0, "seg": 6, "normal": 6, "albedo": 6, "pointmap": 12}
+_PREVIEWS = {"pose": 1, "seg": 1, "normal": 1, "albedo": 1, "pointmap": 1}  # pointmap → depth preview
+_MARGIN = 16 << 20
+
+
+@dataclass(frozen=True)
+class OutputCheck:
+    """What the checks found: the folder, whether it exists yet, and the space estimate."""
+
+    folder: Path
+    exists: bool
+    needed_bytes: int
+    free_bytes: int
+    frames: int
+
+
+def estimate_frame_bytes(
+    width: int, height: int, tasks: Sequence[str], *, previews: bool = True, mesh: str | None = None
+) -> int:
+    """Upper bound of the bytes one frame's outputs take (formula in the module docstring)."""
+    pixels = int(width) * int(height)
+    total = pixels * (8 + sum(_EXR_BYTES_PER_PIXEL.get(t, 0) for t in tasks)) + 4096
+    total += 64 << 10
+    if "pose" in tasks:
+        total += 2 * (32 << 10)
+    if previews:
+        total += sum(_PREVIEWS.get(t, 0) for t in tasks) * (pixels * 3 + 1024)
+    if mesh and "pointmap" in tasks:
+        total += pixels * 60
+    return total
+
+
+def _image_size(path: Path) -> tuple[int, int] | None:
+    """(W, H) from the file's header, or None when unreadable (the run reports that image on its own)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return image.size
+    except (OSError, UnidentifiedImageError, ValueError, SyntaxError):
+        return None
+
+
+def _video_frames(path: Path) -> tuple[int, int, int] | None:
+    """(W, H, frame count) from a video's stream header; None when unknown (no PyAV, no count)."""
+    try:
+        import av
+    except ImportError:
+        return None
+    try:
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            count = stream.frames or 0
+            if not count and stream.duration and stream.average_rate and stream.time_base:
+                count = int(float(stream.duration * stream.time_base) * float(stream.average_rate)) + 1
+            return (stream.codec_context.width, stream.codec_context.height, count) if count else None
+    except Exception:  # any decoder error: the run reports the video itself
+        return None
+
+
+def _frames(jobs: Sequence[ImageJob | SequenceJob], out: Path) -> list[tuple[Path, str, int, int]]:
+    """(output folder, output name, W, H) for every frame whose size can be read cheaply."""
+    found = []
+    for job in jobs:
+        if isinstance(job, ImageJob):
+            size = _image_size(job.path)
+            if size:
+                found.append((out, job.name, *size))
+            continue
+        folder = out / job.name
+        if job.video is not None:
+            info = _video_frames(job.video)
+            if info:
+                found += [(folder, f"{job.name}_{n:04d}", info[0], info[1]) for n in range(1, info[2] + 1)]
+            continue
+        numbers = job.frame_numbers() or []
+        for path, number in zip(job.frames, numbers):
+            size = _image_size(path)
+            if size:
+                found.append((folder, f"{job.name}_{number:04d}", *size))
+    return found
+
+
+def _existing_bytes(folder: Path, name: str) -> int:
+    total = 0
+    for suffix in OUTPUT_SUFFIXES:
+        with contextlib.suppress(OSError):
+            total += (folder / f"{name}{suffix}").stat().st_size
+    return total
+
+
+def _nearest_existing(path: Path) -> Path:
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            return candidate
+    return Path.cwd()
+
+
+def _size(count: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB"):
+        if count < 1000 or unit == "TB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    return f"{count:.1f} TB"
+
+
+def _check_writable(folder: Path, out: Path) -> None:
+    """The folder that will hold (or create) the outputs accepts files; a read-only mount is named as such."""
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY) if hasattr(os, "statvfs") else False
+    except OSError:
+        read_only = False
+    if read_only:
+        raise OutputError(
+            f"the output folder {out} is on a read-only file system ({folder}); choose a writable folder",
+            hints={"cli": "pass another --out"},
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OutputError(
+            f"cannot write into {folder} (permission denied), so {out} cannot hold the results; choose a folder "
+            "you can write to or change its permissions",
+            hints={"cli": "pass another --out"},
+        )
+    if (
+        folder == out
+    ):  # the folder exists: really create (and remove) a file, as ACLs and root squash hide here
+        probe = folder / f".sapiens2-probe.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            probe.write_bytes(b"")
+        except OSError as exc:
+            raise OutputError(
+                f"cannot create files in the output folder {out} ({os.strerror(exc.errno or 0) or exc}); "
+                "choose a writable folder",
+                hints={"cli": "pass another --out"},
+            ) from None
+        finally:
+            with contextlib.suppress(OSError):
+                probe.unlink()
+
+
+def check_output_folder(
+    out: Path,
+    jobs: Sequence[ImageJob | SequenceJob],
+    tasks: Sequence[str],
+    *,
+    previews: bool = True,
+    mesh: str | None = None,
+) -> OutputCheck:
+    """Raise OutputError, naming the user's path and what to do, unless `out` can take the results."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise OutputError(
+            f"the output folder {out} is a file; choose a folder (it is created when missing)",
+            hints={"cli": "--out needs a folder"},
+        )
+    for job in jobs:
+        if isinstance(job, SequenceJob) and (out / job.name).exists() and not (out / job.name).is_dir():
+            raise OutputError(
+                f"{out / job.name} is a file, but the sequence {job.name!r} needs a folder of that name there; "
+                "move the file away or choose another output folder"
+            )
+        if isinstance(job, ImageJob) and (out / f"{job.name}.json").is_dir():
+            raise OutputError(
+                f"{out / job.name}.json is a folder, but it is where {job.path.name}'s bundle goes"
+            )
+    existing = _nearest_existing(out)
+    if not existing.is_dir():
+        raise OutputError(f"cannot create the output folder {out}: {existing} is a file")
+    _check_writable(existing, out)
+    frames = _frames(jobs, out)
+    sizes = [estimate_frame_bytes(w, h, tasks, previews=previews, mesh=mesh) for _, _, w, h in frames]
+    largest = max(sizes, default=0)
+    replaced = sum(_existing_bytes(folder, name) for folder, name, _, _ in frames) if out.exists() else 0
+    needed = max(sum(sizes) - replaced + largest, largest) + _MARGIN
+    try:
+        free = shutil.disk_usage(existing).free
+    except OSError:
+        free = needed
+    if needed > free:
+        raise OutputError(
+            f"not enough free space for the results in {out}: about {_size(needed)} are needed ({len(frames)} "
+            f"image(s), tasks {','.join(tasks)}{'' if previews else ', no previews'}), {_size(free)} are free on "
+            "its disk; free some space or choose another output folder",
+            hints={"cli": "pass another --out, or --no-previews to write less"},
+        )
+    return OutputCheck(out, out.exists(), needed, free, len(frames))

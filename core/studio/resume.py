@@ -1,0 +1,288 @@
+"""Runs, and what earlier runs left: which frames and tasks a run must (re)do, verified rather than assumed.
+
+A *run* is one logical job with an id (`RunInfo`). Its id is recorded in every frame it commits (the bundle JSON's
+`run`), in the sequence index it writes and in a sequence's partial marker while the sequence is unfinished. A run
+resumed with `skip_existing` continues the id of the unfinished (or complete) sequence it finds, so the index it
+finally writes still lists the frames of one run only.
+
+A task t of frame `<name>` counts as done (verified, not just present) only when all of these hold:
+- `<name>.json` is a capture bundle 1.x with a `run` record (files without one are never trusted);
+- its EXR exists with exactly the size `run.files` recorded (a preview or keypoint JSON that is missing or of
+  another size only makes the run write the frame's file set again, from the bundle, without a model);
+- t is in `run.tasks`, and its `models` entry has the sha256 of the checkpoint this run uses for t;
+- `run.settings[t]` equals this run's settings for t (pose: flip test, boxes file, box source, smoothing;
+  pointmap: smoothing);
+- `run.source` equals this input's identity (an image file's name, size and sha256; a video frame: the video's
+  name, size, mtime and the frame number).
+A frame whose `seg` must be redone also redoes pose (when its boxes come from seg) and pointmap (masked by seg),
+so the layers of one frame stay consistent. Tasks the run does not ask for are carried over from the verified
+bundle (unless `clean`), and previews are regenerated for the whole frame, so its file set is always one commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .. import catalogue
+from ..formats.bundle import FORMAT_NAME, FORMAT_VERSION
+from ..formats.documents import new_run_record
+
+PARTIAL_FORMAT = "sapiens2-capture-partial"
+Action = Literal["skip", "relabel", "write"]
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run's identity: `id` (unique, sortable by time) and when it `started` (UTC, ISO 8601)."""
+
+    id: str
+    started: str
+
+    @classmethod
+    def new(cls, run_id: str | None = None) -> RunInfo:
+        """A new run (or one with the given id, e.g. a render-farm job's, shared by its chunks)."""
+        record = new_run_record()
+        return cls(run_id or record["id"], record["started"])
+
+    @classmethod
+    def from_record(cls, record: Any) -> RunInfo | None:
+        if isinstance(record, Mapping) and isinstance(record.get("id"), str) and record["id"]:
+            return cls(record["id"], str(record.get("started") or ""))
+        return None
+
+    def record(self) -> dict[str, str]:
+        return {"id": self.id, "started": self.started}
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def image_source(path: Path) -> dict[str, Any]:
+    """Identity of an image file input: name, size and the sha256 of its bytes (copies and touches keep it)."""
+    return {"file": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+def video_source(path: Path, number: int) -> dict[str, Any]:
+    """Identity of frame `number` of a video: hashing a long video per frame is not worth it, so its name, size
+    and mtime stand for it (a touched video is redone: the safe direction)."""
+    stat = path.stat()
+    return {"file": path.name, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "frame": int(number)}
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What this run produces for one frame, to compare an existing bundle against.
+
+    `settings(task, tasks_held)` is given the tasks the frame will hold, since pose's box source depends on
+    whether seg is among them."""
+
+    tasks: tuple[str, ...]
+    checkpoints: Mapping[str, str | None]  # task → sha256 of the file this run uses
+    source: Mapping[str, Any]
+    settings: Mapping[str, Mapping[str, Any]]
+    outputs: Mapping[str, Any]  # {"previews": bool, "mesh": "ply" | "glb" | None}
+    boxes_given: bool = False
+    skip_existing: bool = False
+    clean: bool = False
+
+    def task_settings(self, task: str, held: set[str]) -> dict[str, Any]:
+        settings = dict(self.settings.get(task, {}))
+        if task == "pose":
+            settings["box_source"] = "given" if self.boxes_given else ("seg" if "seg" in held else "image")
+        return settings
+
+
+@dataclass
+class FramePlan:
+    """What to do with one frame: `skip` (done and of this run), `relabel` (done, but committed by another run:
+    rewrite its JSON only), or `write` (compute `compute`, carry `carry` over from `doc`, commit the whole set)."""
+
+    name: str
+    action: Action
+    compute: tuple[str, ...]
+    carry: tuple[str, ...] = ()
+    doc: dict[str, Any] | None = None
+    reason: str = ""
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The tasks the frame holds after this plan, in run order."""
+        held = set(self.compute) | set(self.carry)
+        return tuple(t for t in catalogue.RUN_ORDER if t in held)
+
+
+def committed_bundle(folder: Path, name: str) -> tuple[dict[str, Any] | None, str]:
+    """The bundle JSON of `<name>` if it is a committed frame whose every file verifies (module docstring), else
+    (None, why not)."""
+    doc, why, sidecars_ok = bundle_state(folder, name)
+    return (doc, why) if sidecars_ok else (None, why)
+
+
+def bundle_state(folder: Path, name: str) -> tuple[dict[str, Any] | None, str, bool]:
+    """(bundle JSON or None, why not, whether the files beside the bundle verify too).
+
+    The data (JSON + EXR) and the derived files are judged apart: a missing or truncated preview only means the
+    file set must be written again (from the bundle, no model needed); a damaged EXR means the frame is not there."""
+    path = folder / f"{name}.json"
+    if not path.is_file():
+        return None, "not written yet", False
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None, "its bundle JSON is damaged", False
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
+        return None, "its JSON is not a capture bundle", False
+    if not str(doc.get("version", "")).startswith("1."):
+        return None, f"bundle version {doc.get('version')!r} is not 1.x", False
+    run = doc.get("run")
+    if not isinstance(run, dict) or not isinstance(run.get("files"), dict) or not run.get("id"):
+        return None, "written by a version that records no run", False
+    exr = f"{name}.exr"
+    if exr not in run["files"]:
+        return None, "its file list has no EXR", False
+    why = ""
+    for file_name, size in run["files"].items():
+        if not isinstance(file_name, str) or Path(file_name).name != file_name:
+            return None, "its file list is malformed", False
+        try:
+            actual = (folder / file_name).stat().st_size
+        except OSError:
+            actual = None
+        if actual != size:
+            why = (
+                f"{file_name} is missing"
+                if actual is None
+                else f"{file_name} has {actual} bytes, {size} committed"
+            )
+            if file_name == exr:
+                return None, why, False
+    return doc, why, not why
+
+
+def _model_sha(doc: Mapping[str, Any], task: str) -> str | None:
+    for model in doc.get("models") or []:
+        if isinstance(model, dict) and model.get("task") == task:
+            return model.get("sha256")
+    return None
+
+
+def plan_frame(folder: Path, name: str, expect: Expectation, run_id: str | None = None) -> FramePlan:
+    """Decide what to do with frame `<name>` (rules in the module docstring). `run_id`: the run a sequence's
+    frames must carry (a verified frame of another run is relabelled); None for single images."""
+    requested = set(expect.tasks)
+    doc, why, sidecars_ok = bundle_state(folder, name)
+    run = (doc or {}).get("run") or {}
+    if doc is not None and run.get("source") != dict(expect.source):
+        doc, why = None, "it was made from another input"
+    existing = {t for t in run.get("tasks", []) if t in catalogue.RUN_ORDER} if doc is not None else set()
+    held = requested | (set() if expect.clean else existing)
+    settings = {t: expect.task_settings(t, held) for t in held}
+    verified: set[str] = set()
+    if expect.skip_existing and doc is not None:
+        stored = run.get("settings") or {}
+        for task in requested & existing:
+            if _model_sha(doc, task) != expect.checkpoints.get(task):
+                continue
+            if stored.get(task) != settings[task]:
+                continue
+            verified.add(task)
+    compute = requested - verified
+    if "seg" in compute:  # layers that follow seg are redone with it (module docstring)
+        if not expect.boxes_given:
+            compute |= requested & {"pose"}
+        compute |= requested & {"pointmap"}
+    carry = (verified - compute) | (set() if expect.clean else existing - requested)
+    ordered = tuple(t for t in catalogue.RUN_ORDER if t in compute)
+    carried = tuple(t for t in catalogue.RUN_ORDER if t in carry)
+    outputs = run.get("outputs") or {}
+    outputs_ok = sidecars_ok and (
+        (outputs.get("previews") or not expect.outputs.get("previews"))
+        and (not expect.outputs.get("mesh") or outputs.get("mesh") == expect.outputs.get("mesh"))
+    )
+    plan_settings = {t: settings[t] for t in held if t in compute or t in carry}
+    for task in carried:  # a carried task keeps the settings it was made with
+        plan_settings[task] = (run.get("settings") or {}).get(task, settings[task])
+    if doc is not None and not ordered and carry == existing and outputs_ok:
+        if run_id is not None and run.get("id") != run_id:
+            return FramePlan(
+                name, "relabel", (), carried, doc, "verified, committed by another run", plan_settings
+            )
+        return FramePlan(name, "skip", (), carried, doc, "verified", plan_settings)
+    if doc is None and not expect.skip_existing:
+        why = ""
+    reason = why or ("redo " + ",".join(ordered) if ordered else "rewrite the file set")
+    return FramePlan(name, "write", ordered, carried, doc, reason, plan_settings)
+
+
+def frame_run_record(
+    run: RunInfo,
+    plan: FramePlan,
+    source: Mapping[str, Any],
+    outputs: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The bundle's `run` object for a commit of `plan` (its `files` are added by the transaction)."""
+    previous = ((plan.doc or {}).get("run") or {}).get("task_runs") or {}
+    task_runs = {t: (run.id if t in plan.compute else previous.get(t, "unknown")) for t in plan.tasks}
+    return {
+        **run.record(),
+        "committed": _now(),
+        "tasks": list(plan.tasks),
+        "computed": list(plan.compute),
+        "task_runs": task_runs,
+        "settings": {t: plan.settings.get(t, {}) for t in plan.tasks},
+        "source": dict(source),
+        "outputs": dict(outputs),
+    }
+
+
+def relabelled(doc: Mapping[str, Any], run: RunInfo) -> dict[str, Any]:
+    """A verified frame's JSON, now listed under `run` (its files, tasks and provenance unchanged)."""
+    out = json.loads(json.dumps(doc))
+    out["run"].update({**run.record(), "committed": _now(), "computed": []})
+    return out
+
+
+def sequence_run(folder: Path, name: str, default: RunInfo, *, skip_existing: bool) -> RunInfo:
+    """The run a sequence's frames must carry: with `skip_existing`, the run of its unfinished attempt (partial
+    marker) or, failing that, of its complete index; otherwise `default` (a new run)."""
+    if not skip_existing:
+        return default
+    for path in (folder / f"{name}.partial.json", folder / f"{name}.sequence.json"):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            continue
+        found = RunInfo.from_record(doc.get("run")) if isinstance(doc, dict) else None
+        if found is not None:
+            return found
+    return default
+
+
+def partial_marker(name: str, run: RunInfo, tasks: Sequence[str], frames: int | None) -> dict[str, Any]:
+    """`<name>.partial.json`: written before a sequence's first commit, removed after its index is written."""
+    return {
+        "format": PARTIAL_FORMAT,
+        "version": FORMAT_VERSION,
+        "name": name,
+        "run": {**run.record(), "tasks": list(tasks)},
+        "frames": frames,
+        "message": f"sequence {name!r} is incomplete: run {run.id} has not finished it (stopped or still running). "
+        "Its frames may come from different runs and there is no index. Run the same command again with "
+        "--skip-existing to complete it.",
+    }
