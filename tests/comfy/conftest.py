@@ -173,6 +173,27 @@ def browser_module():
 
 
 @pytest.fixture(scope="session")
+def chromium_binary(browser_module) -> str:
+    """The Chromium executable (Debian's, or SAPIENS2_CHROMIUM) for tests that drive it themselves, or skip/fail."""
+    found = browser_module.chromium_path(MATRIX.chromium)
+    if found is None:
+        unavailable("no Chromium binary (Debian: apt-get install chromium, or set SAPIENS2_CHROMIUM)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def controlnet_aux(comfy_host) -> Path:
+    """The host's comfyui_controlnet_aux checkout, its requirements importable in the host's Python."""
+    if comfy_host.controlnet_aux is None:
+        unavailable(f"{comfy_host.id} has no comfyui_controlnet_aux set up (see docs/testing.md)")
+    consumers = _load("consumers")
+    missing = consumers.missing_requirements(comfy_host.python)
+    if missing:
+        unavailable(f"{comfy_host.id}'s Python lacks controlnet_aux's requirements {missing}")
+    return comfy_host.controlnet_aux
+
+
+@pytest.fixture(scope="session")
 def chromium(browser_module):
     """One headless Chromium (Debian's, or SAPIENS2_CHROMIUM) driven by Python playwright for every page of the
     session, or skip/fail with how to get them."""

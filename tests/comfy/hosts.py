@@ -51,6 +51,11 @@ class ComfyHost:
     def id(self) -> str:
         return f"comfyui-{self.version}"
 
+    def older_than(self, version: str) -> bool:
+        """Whether this backend predates ``version`` (a checkout of unknown version counts as the newest)."""
+        mine = re.findall(r"\d+", self.version)
+        return bool(mine) and tuple(map(int, mine)) < tuple(map(int, re.findall(r"\d+", version)))
+
     @property
     def pinned_frontend(self) -> Frontend:
         return next((f for f in self.frontends if f.pinned), Frontend("unknown"))
