@@ -518,9 +518,6 @@ def test_offline_download_says_which_file_from_where_to_where(client, comfy_harn
     assert url in message and "models/sapiens2" in message, message
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs engine error layer (lead: one error base class, per-front-end hints)"
-)
 def test_offline_download_error_reads_as_a_comfyui_message(client, comfy_harness):
     """What the ComfyUI user sees (the frontend shows ``exception_type: exception_message``): a plain error
     name, not a module path under custom_nodes, and no CLI-only advice such as ``--checkpoint seg=PATH``."""
