@@ -6,8 +6,8 @@
 #                                   package registries (ComfyUI 0.3.64 and 0.33.0 with their pinned frontends and
 #                                   the newest registry frontend, comfyui_controlnet_aux, Debian chromium, bpy 4.2
 #                                   LTS / 4.5 LTS / 5.0 / 5.3), runs ruff and every test leg in parallel and prints
-#                                   each host version with the tests passed on it. Cold ~25 min on 2 cores, warm
-#                                   (hosts cached in .hosts/) ~12 min.
+#                                   each host version with the tests passed on it. Warm (hosts cached in
+#                                   .hosts/) ~12-14 min on 2 idle cores, cold ~20-25 min (docs/testing.md).
 #   bash scripts/test.sh ARGS...    just pytest ARGS in .venv (e.g. `-k parity`, `tests/comfy -x`), on the hosts
 #                                   a previous full run left in .hosts/hosts.json.
 set -euo pipefail
