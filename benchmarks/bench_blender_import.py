@@ -2,6 +2,8 @@
 
     python benchmarks/bench_blender_import.py                       # default table, JSON to .bench/
     python benchmarks/bench_blender_import.py --sizes 1024x768 --strides 1 --repeat 3
+    python benchmarks/bench_blender_import.py --sizes 1024x768 --strides 1 --repeat 5 \
+        --python .hosts/bpy-4.5.15/bin/python,.hosts/bpy-5.3.0/bin/python     # one Blender against another
 
 Bundles are written with the project's writer (this process); each measurement runs in a fresh Python with the
 bpy wheel and the built extension installed (so the peak RSS is that import's own). Sizes are H x W, like the
@@ -71,9 +73,10 @@ def _synthetic():
     return module
 
 
-def build_zip(folder: Path) -> Path:
+def build_zip(python: str, folder: Path) -> Path:
+    """The extension zip, built by the Python that has bpy (the build uses the wheel's own extension CLI)."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(folder)],
+        [python, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(folder)],
         check=True,
         capture_output=True,
         text=True,
@@ -101,7 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1024x768,4096x3072", help="comma-separated HxW")
     parser.add_argument("--strides", default="1,2,4")
     parser.add_argument("--repeat", type=int, default=2, help="imports per process (first one is cold)")
-    parser.add_argument("--python", default=os.environ.get("SAPIENS2_BLENDER_PYTHON", sys.executable))
+    parser.add_argument(
+        "--python",
+        default=os.environ.get("SAPIENS2_BLENDER_PYTHON", sys.executable),
+        help="Python(s) with bpy, comma-separated for a side-by-side (e.g. .hosts/bpy-4.5.15/bin/python,"
+        ".hosts/bpy-5.3.0/bin/python); each row runs in a fresh process of each",
+    )
     parser.add_argument("--out", type=Path, default=REPO / ".bench" / "blender_import.json")
     args = parser.parse_args(argv)
 
@@ -109,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="sapiens2_bench_blender_") as tmp:
         folder = Path(tmp)
-        zip_path = build_zip(folder / "dist")
+        pythons = [p for p in args.python.split(",") if p]
+        zips = {py: build_zip(py, folder / f"dist{i}") for i, py in enumerate(pythons)}
         for size in args.sizes.split(","):
             height, width = (int(v) for v in size.lower().split("x"))
             start = time.perf_counter()
@@ -127,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
                 for s in strides
             ]
             configs.append(("armature + camera only", bundle, {"import_mesh": False}))
-            for label, path, options in configs:
-                result = measure(args.python, zip_path, path, options, args.repeat)
+            for (label, path, options), python in ((c, py) for c in configs for py in pythons):
+                result = measure(python, zips[python], path, options, args.repeat)
                 row = {"size": f"{height}x{width}", "label": label, "options": options, "exr_mb": round(exr_mb, 1),
                        "bundle_write_s": round(write_s, 2), **result}  # fmt: skip
                 rows.append(row)
                 best = min(result["seconds"])
                 print(
-                    f"{row['size']:>10} {label:<28} {json.dumps(options):<48} best {best:6.2f} s "
+                    f"bpy {result['bpy']:<12} {row['size']:>10} {label:<28} {json.dumps(options):<48} best {best:6.2f} s "
                     f"(first {result['seconds'][0]:.2f} s)  {result['vertices']:>9} verts {result['faces']:>9} faces "
                     f"peak RSS {result['peak_rss_mb']:.0f} MB (bpy alone {result['rss_before_import_mb']:.0f} MB)",
                     flush=True,
@@ -144,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_count": os.cpu_count(),
         "platform": platform.platform(),
         "python": platform.python_version(),
+        # bpy 5.3's numpy 2.5 uses multi-threaded OpenBLAS: its thread start-up shows in small matmuls on a busy
+        # machine, so the setting is part of the result.
+        "blas_threads": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
     }
     args.out.write_text(json.dumps({"machine": machine, "rows": rows}, indent=1), encoding="utf-8")
     print(f"wrote {args.out}")

@@ -43,15 +43,27 @@ def schema(**kwargs: Any) -> io.Schema:
     return io.Schema(**kwargs)
 
 
+BOUNDING_BOXES = "BOUNDING_BOXES"  # newer cores: a list of boxes with metadata (io.BoundingBoxes)
+
+
+def bounding_box_types() -> str:
+    """The socket's type string: ``BOUNDING_BOX``, plus ``BOUNDING_BOXES`` where this host has that type.
+
+    ComfyUI matches comma-separated types by overlap (backend and frontend alike), so one socket takes either;
+    ``boxes.boxes_per_image`` reads both values (a per-frame list, or one flat list of box dicts)."""
+    return f"{t.BOUNDING_BOX},{BOUNDING_BOXES}" if hasattr(io, "BoundingBoxes") else t.BOUNDING_BOX
+
+
 def bounding_box_input(name: str, tooltip: str) -> io.Input:
-    """Optional ``BOUNDING_BOX`` socket (core RT-DETR / SDPose boxes); a typed socket where the host has one."""
-    typed = getattr(io, "BoundingBox", None)
-    if typed is not None:
-        try:
-            return typed.Input(name, optional=True, force_input=True, tooltip=tooltip)
-        except TypeError:  # a host whose BoundingBox.Input has another signature
-            pass
-    return io.Custom(t.BOUNDING_BOX).Input(name, optional=True, tooltip=tooltip)
+    """Optional person-box socket (core RT-DETR / SDPose ``BOUNDING_BOX``, ``BOUNDING_BOXES`` where it exists).
+
+    Declared the same way on every host, always with ``forceInput``: frontends from 1.3x on have a BoundingBox
+    *widget*, and on a backend without a typed BoundingBox (0.3.64) they drew the socket as that widget, which
+    shifted every saved widget value and sent the widget's string to the node ("must be a BOUNDING_BOX value,
+    got str"). A forced input stays a socket with every backend/frontend pair."""
+    return io.Custom(bounding_box_types()).Input(
+        name, optional=True, tooltip=tooltip, extra_dict={"forceInput": True}
+    )
 
 
 def file3d_output_type() -> Any | None:

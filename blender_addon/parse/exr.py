@@ -2,7 +2,8 @@
 
 Blender's own image loader cannot give us the pixels of a multi-channel EXR (it loads as MULTILAYER with empty
 ``pixels``), so the data is read with a library: the ``OpenEXR`` module when it is importable (bundled wheel or
-the user's Python) or else the OpenImageIO bindings that ship with Blender. Nothing is installed at run time.
+the user's Python) or else the OpenImageIO bindings that ship with Blender (not every build has them: the bpy
+4.2 wheel does not). Nothing is installed at run time; a missing reader is reported as such, never as a bad file.
 """
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ import numpy as np
 from .errors import BundleError
 
 ChannelReader = Callable[[Path], dict[str, np.ndarray]]
+GET_A_READER = (
+    "Install the build of the add-on for your platform, which bundles the openexr wheel "
+    "(sapiens2_capture-<version>-<platform>.zip, made by scripts/build_blender_extension.py --with-openexr)."
+)
 
 
 def _read_with_openexr(path: Path) -> dict[str, np.ndarray]:
@@ -85,7 +90,7 @@ def available_backend() -> str:
         pass
     raise BundleError(
         "No EXR reader available: this Blender has neither OpenImageIO nor the OpenEXR module. "
-        "Install the platform build of the add-on that bundles the openexr wheel."
+        + GET_A_READER
     )
 
 
@@ -101,6 +106,11 @@ def read_exr_channels(path: Path, backend: str | None = None) -> dict[str, np.nd
         return BACKENDS[name](path)
     except BundleError:
         raise
+    except ImportError as exc:  # the reader is missing, not the file broken: say so (4.2's bpy has no OIIO)
+        raise BundleError(
+            f"Cannot read EXR file {path.name}: the {name} reader is missing from this Blender ({exc}); the "
+            "file itself may be fine. " + GET_A_READER
+        ) from exc
     except Exception as exc:  # the libraries raise assorted types for truncated or foreign files
         raise BundleError(
             f"Cannot read EXR file {path} ({type(exc).__name__}: {exc}). Re-export the bundle."

@@ -53,19 +53,42 @@ def load_synthetic_capture():
     return module
 
 
-def blender_python() -> str:
-    """Python that runs the bpy checks: this one, or SAPIENS2_BLENDER_PYTHON (e.g. a venv with bpy==5.0.1)."""
-    return os.environ.get("SAPIENS2_BLENDER_PYTHON") or sys.executable
+MANIFEST = Path(os.environ.get("SAPIENS2_HOSTS_FILE") or REPO / ".hosts" / "hosts.json")
 
 
-def bpy_skip_reason() -> str | None:
-    other = os.environ.get("SAPIENS2_BLENDER_PYTHON")
-    if other:
+def blender_hosts() -> list[tuple[str, str | None]]:
+    """(id, python) per Blender to check: SAPIENS2_BLENDER_PYTHON alone, else every bpy venv of the host
+    manifest that ``scripts/ci_matrix.py`` wrote (narrowed by SAPIENS2_BLENDER_HOSTS=4.2.23,5.3.0), else this
+    Python (``None``)."""
+    single = os.environ.get("SAPIENS2_BLENDER_PYTHON")
+    if single:
+        return [("bpy", single)]
+    listed = json.loads(MANIFEST.read_text(encoding="utf-8")).get("blender", []) if MANIFEST.is_file() else []
+    wanted = {v.strip() for v in os.environ.get("SAPIENS2_BLENDER_HOSTS", "").split(",") if v.strip()}
+    chosen = [(f"bpy-{h['version']}", h["python"]) for h in listed if not wanted or h["version"] in wanted]
+    return chosen or [("bpy", None)]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "blender_python" in metafunc.fixturenames:
+        found = blender_hosts()
+        metafunc.parametrize("blender_python", [p for _, p in found], ids=[i for i, _ in found],
+                             indirect=True, scope="session")  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def blender_python(request) -> str:
+    """Python that runs the bpy checks: a bpy venv of the matrix, SAPIENS2_BLENDER_PYTHON, or this one."""
+    return request.param or sys.executable
+
+
+def bpy_skip_reason(other: str | None) -> str | None:
+    if other and other != sys.executable:
         probe = subprocess.run(
             [other, "-c", "import importlib.util as u; raise SystemExit(u.find_spec('bpy') is None)"],
             check=False,
         )
-        return None if probe.returncode == 0 else f"SAPIENS2_BLENDER_PYTHON={other} cannot find bpy"
+        return None if probe.returncode == 0 else f"{other} cannot import bpy"
     if sys.version_info[:2] != (3, 11):
         return (
             f"bpy 4.5/5.0 wheels need Python 3.11, this is {sys.version_info.major}.{sys.version_info.minor}"
@@ -135,16 +158,18 @@ def _expected_tiny(sc) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture(scope="session")
-def blender_env(tmp_path_factory) -> dict[str, str]:
+def blender_env(blender_python, tmp_path_factory) -> dict[str, str]:
     """Environment for the bpy subprocesses: extension zip, bundle folder, isolated Blender user resources."""
-    reason = bpy_skip_reason()
+    reason = bpy_skip_reason(blender_python)
     if reason:
+        if os.environ.get("SAPIENS2_REQUIRE_HOSTS", "") not in ("", "0") and blender_python != sys.executable:
+            pytest.fail(f"required Blender host missing: {reason}")
         pytest.skip(reason)
     root = tmp_path_factory.mktemp("blender")
     dist = root / "dist"
     # Built with the Python that has bpy: the build uses the wheel's own extension CLI.
     build = subprocess.run(
-        [blender_python(), str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(dist)],
+        [blender_python, str(REPO / "scripts" / "build_blender_extension.py"), "--output-dir", str(dist)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -176,7 +201,7 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
             "SAPIENS2_BLENDER_BUNDLES": str(bundles),
             "BLENDER_USER_RESOURCES": str(user),
             "OMP_NUM_THREADS": "2",
-            "SAPIENS2_BLENDER_PYTHON": blender_python(),
+            "SAPIENS2_BLENDER_PYTHON": blender_python,
         }
     )
     return env

@@ -50,7 +50,25 @@ INSPECT = """async () => {
   try { prompt = (await app.graphToPrompt()).output; } catch (e) { promptError = String((e && e.stack) || e); }
   const dialogs = [...document.querySelectorAll('.p-dialog')].filter((d) => getComputedStyle(d).display !== 'none')
     .map((d) => (d.innerText || '').replace(/\\s+/g, ' ').slice(0, 400));
-  return {nodes, prompt, promptError, dialogs, missing: window.__s2.missing};
+  // Frontends from 1.4x report load problems (missing models, nodes) in an overlay instead of a dialog.
+  const overlay = (document.body.innerText.match(/\\d+ (errors?|issues?) found[^\\n]*/) || [null])[0];
+  return {nodes, prompt, promptError, dialogs, overlay, missing: window.__s2.missing};
+}"""
+# What the frontend would save for each node: widget values and which inputs are sockets or widgets.
+SERIALIZED = """() => {
+  const saved = app.graph.serialize();
+  return Object.fromEntries(app.graph.nodes.map((n) => {
+    const s = saved.nodes.find((x) => String(x.id) === String(n.id)) || {};
+    return [String(n.id), {type: n.type, widgets_values: s.widgets_values ?? null,
+      widgets: (n.widgets || []).map((w) => w.name), inputs: (n.inputs || []).map((i) => i.name)}];
+  }));
+}"""
+# The missing-model report the frontend shows: the 1.2x dialog, or the 1.4x+ "Missing Models" error group.
+MISSING_MODELS = """() => {
+  const group = document.querySelector('[data-testid="error-group-missing-model"]');
+  const dialog = [...document.querySelectorAll('.p-dialog')].find((d) => /Missing Models/.test(d.innerText));
+  const box = group || dialog;
+  return box ? box.innerText : null;
 }"""
 SET_WIDGET = """({type, widget, value}) => {
   for (const n of app.graph.nodes) if (n.type === type)
@@ -66,8 +84,21 @@ FIT = """() => {
 }"""
 
 
-def chromium_path() -> str | None:
-    return os.environ.get("SAPIENS2_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+def chromium_path(hint: str | None = None) -> str | None:
+    """SAPIENS2_CHROMIUM, else the one the host manifest names, else Debian's on PATH."""
+    for candidate in (os.environ.get("SAPIENS2_CHROMIUM"), hint):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@dataclass
+class MissingModels:
+    """What the frontend says is missing (its report's text, None if it reports nothing) and the URLs its
+    Download buttons fetch, in button order."""
+
+    text: str | None
+    downloads: list[str]
 
 
 @dataclass
@@ -78,24 +109,49 @@ class LoadReport:
     screenshot: Path | None = None
 
 
-class Frontend:
-    """One headless browser page on a ComfyUI server."""
+class Browser:
+    """One headless Chromium for many pages (Playwright's sync API allows one instance per thread)."""
 
-    def __init__(self, url: str, chromium: str) -> None:
-        self.url = url.rstrip("/")
-        self.origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(self.url))
+    def __init__(self, chromium: str) -> None:
         self.chromium = chromium
-        self.events: list[tuple[str, str]] = []
 
-    def __enter__(self) -> Frontend:
+    def __enter__(self) -> Browser:
         from playwright.sync_api import sync_playwright
 
         self._pw = sync_playwright().start()
-        self._browser = self._pw.chromium.launch(
+        self.browser = self._pw.chromium.launch(
             executable_path=self.chromium, headless=True, args=CHROMIUM_ARGS
         )
-        self.page = self._browser.new_page(viewport={"width": 2400, "height": 1500})
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.browser.close()
+        self._pw.stop()
+
+
+class Frontend:
+    """One headless browser page on a ComfyUI server: its own Chromium, or a page of a shared ``Browser``."""
+
+    def __init__(self, url: str, chromium: str | Browser) -> None:
+        self.url = url.rstrip("/")
+        self.origin = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(self.url))
+        self._shared = chromium if isinstance(chromium, Browser) else None
+        self.chromium = None if self._shared else chromium
+        self.events: list[tuple[str, str]] = []
+        self.downloads: list[str] = []
+
+    def __enter__(self) -> Frontend:
+        self._own = None if self._shared else Browser(self.chromium).__enter__()
+        browser = (self._shared or self._own).browser
+        self._context = browser.new_context(viewport={"width": 2400, "height": 1500}, accept_downloads=True)
+        self.page = self._context.new_page()
         self.page.add_init_script(INIT_SCRIPT)
+        # Test machines are offline: answer other hosts locally (the model dialog asks huggingface.co for file
+        # sizes with HEAD), and record the downloads the page starts.
+        # A Download button may open a popup that downloads: route and watch every page of the context.
+        self._context.route(lambda url: not url.startswith(self.origin), self._answer_elsewhere)
+        self._context.on("page", lambda p: p.on("download", lambda d: self.downloads.append(d.url)))
+        self.page.on("download", lambda d: self.downloads.append(d.url))
         self.page.on("pageerror", lambda e: self.events.append(("pageerror", str(e))))
         self.page.on("console", self._console)
         self.page.goto(self.url + "/", wait_until="domcontentloaded", timeout=120_000)
@@ -106,8 +162,17 @@ class Frontend:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._browser.close()
-        self._pw.stop()
+        self._context.close()
+        if self._own is not None:
+            self._own.__exit__(*exc)
+
+    @staticmethod
+    def _answer_elsewhere(route) -> None:
+        if route.request.url.startswith(("http://", "https://")):
+            route.fulfill(status=200, headers={"content-length": "1024", "content-type": "application/octet-stream"},
+                          body=b"offline test stand-in")  # fmt: skip
+        else:
+            route.continue_()
 
     def _console(self, message) -> None:
         if message.type == "error":
@@ -121,6 +186,8 @@ class Frontend:
                 continue  # offline calls to other hosts; local HTTP failures surface as broken nodes instead
             if kind == "console.error" and self.origin not in text and "http" in text:
                 continue  # an error reported by a script of another origin (network, telemetry)
+            if "Content Security Policy" in text and "connect-src" in text:
+                continue  # newer backends forbid the page to reach other hosts (file-size probes): offline-like
             problems.append(f"{kind}: {' '.join(text.split())[:300]}")
         return problems
 
@@ -144,6 +211,8 @@ class Frontend:
                     f"node #{node['id']} type {node['type']} is not registered in the frontend"
                 )
         report.problems += [f"dialog open after loading: {text}" for text in info["dialogs"]]
+        if info["overlay"]:
+            report.problems.append(f"error overlay after loading: {info['overlay']}")
         if info["promptError"]:
             report.problems.append(f"app.graphToPrompt() failed: {info['promptError'][:300]}")
         else:
@@ -156,6 +225,41 @@ class Frontend:
                     )
         report.problems += self._local_problems()
         return report
+
+    def serialized(self) -> dict[str, dict]:
+        """Per node id: the widget values the frontend would save, its widget names and its input names."""
+        return self.page.evaluate(SERIALIZED)
+
+    def missing_models(self, workflow: dict, name: str) -> MissingModels:
+        """Load ``workflow`` and read the frontend's missing-model report; click each file's Download and
+        record what the browser starts to download (requests to other hosts are answered locally)."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        self.page.keyboard.press("Escape")
+        self.downloads.clear()
+        error = self.page.evaluate(LOAD, {"wf": workflow, "name": name})
+        if error:
+            raise AssertionError(f"app.loadGraphData failed: {error[:300]}")
+        shown = f"() => !!({MISSING_MODELS})() || document.body.innerText.includes('View details')"
+        try:
+            self.page.wait_for_function(shown, timeout=15_000)
+            if not self.page.evaluate(MISSING_MODELS):  # 1.4x+: a toast opens the report in a side panel
+                self.page.get_by_text("View details").first.click()
+                self.page.wait_for_function(f"() => !!({MISSING_MODELS})()", timeout=10_000)
+        except PlaywrightTimeout:
+            return MissingModels(None, [])
+        text = self.page.evaluate(MISSING_MODELS)
+        buttons = self.page.locator(
+            '[data-testid="error-group-missing-model"] button, .p-dialog button', has_text="Download"
+        ).filter(has_not_text="all")
+        for i in range(buttons.count()):
+            before = len(self.downloads)
+            buttons.nth(i).click()
+            deadline = time.time() + 10
+            while len(self.downloads) == before and time.time() < deadline:
+                self.page.wait_for_timeout(100)
+        self.page.keyboard.press("Escape")
+        return MissingModels(text, list(self.downloads))
 
     def set_widget(self, node_type: str, widget: str, value) -> None:
         self.page.evaluate(SET_WIDGET, {"type": node_type, "widget": widget, "value": value})

@@ -1,7 +1,8 @@
 """Regenerate the example workflows (UI format in workflows/, API twins in workflows/api/) from one description.
 
-Run with a ComfyUI checkout configured (COMFYUI_PATH, COMFYUI_PYTHON); it starts a server only to read
-``/object_info``:   python tests/comfy/build_workflows.py   (or: ... --url http://127.0.0.1:8188)
+Run with the main venv once the hosts are set up (``.hosts/hosts.json``, or COMFYUI_PATH); it starts the oldest
+backend of the matrix only to read ``/object_info``:
+    .venv/bin/python tests/comfy/build_workflows.py        (or: ... --url http://127.0.0.1:8188)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ def _load(name: str):
 
 harness = _load("harness")
 builder = _load("workflow_builder")
+hosts = _load("hosts")
 IMAGE = harness.EXAMPLE_IMAGE
 
 
@@ -39,14 +41,31 @@ MATTING_HELP = (
 )
 
 
+MODEL_DIRECTORY = (
+    "sapiens2"  # ComfyUI/models/sapiens2: the folder the loader lists (comfy_nodes MODEL_FOLDER)
+)
+SIZE = "1b"
+
+
+def official_model(task: str, size: str = SIZE) -> dict[str, str]:
+    """The official file for ``task``/``size`` as the frontend's model metadata: name, download URL, folder."""
+    from sapiens2_studio.core.checkpoints.hub import checkpoint_ref
+
+    ref = checkpoint_ref(task, size)
+    return {"name": ref.filename, "url": ref.url, "directory": MODEL_DIRECTORY}
+
+
 def loader(g, task: str, title: str, **where):
-    """A loader whose download entry fetches the same task as its checkpoint (switching to it just works)."""
+    """A loader whose download entry fetches the same task as its checkpoint (switching to it just works), and
+    whose ``properties.models`` names that file: a workflow someone receives says exactly what to fetch."""
+    model = official_model(task)
     return g.node(
         "Sapiens2ModelLoader",
         title=title,
-        checkpoint=f"sapiens2_1b_{task}.safetensors",
+        models=[model],
+        checkpoint=model["name"],
         download_task=task,
-        download_size="1b",
+        download_size=SIZE,
         dtype="auto",
         attention="auto",
         **where,
@@ -268,11 +287,12 @@ def main() -> int:
         for path in build_all(harness.Client(sys.argv[2]).get("/object_info")):
             print(path.relative_to(harness.REPO))
         return 0
-    found = harness.comfy_paths()
-    if isinstance(found, str):
-        print(found, file=sys.stderr)
+    matrix = hosts.load_matrix()
+    if not matrix.hosts:
+        print(matrix.reason, file=sys.stderr)
         return 2
-    checkout, python = found
+    host = matrix.hosts[0]  # the oldest backend of the matrix: what it describes, every newer one loads
+    checkout, python = host.checkout, host.python
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"
         harness.write_models(models)

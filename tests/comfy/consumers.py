@@ -106,14 +106,17 @@ VIEWER_LIGHTS = {"ambient": 0.5, "directional": ((0, 10, 10, 0.8), (0, 10, -10, 
 VIEWER_INTENSITY = 3.0
 
 
-def frontend_three(python: Path) -> tuple[Path, dict[str, str]] | str:
-    """The three.js module of the ComfyUI frontend installed in `python` and its export alias of each class in
-    THREE_NAMES, or why there is none (frontends before ~1.30 bundle three.js without named exports)."""
-    probe = "import comfyui_frontend_package as p, os; print(os.path.dirname(p.__file__))"
-    run = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
-    if run.returncode != 0:
-        return "ComfyUI's Python has no comfyui_frontend_package"
-    assets = Path(run.stdout.strip()) / "static" / "assets"
+def frontend_three(python: Path, static: Path | None = None) -> tuple[Path, dict[str, str]] | str:
+    """The three.js module of a ComfyUI frontend build (its ``static`` folder, by default the one installed in
+    `python`) and its export alias of each class in THREE_NAMES, or why there is none (frontends before ~1.30
+    bundle three.js without named exports)."""
+    if static is None:
+        probe = "import comfyui_frontend_package as p, os; print(os.path.dirname(p.__file__))"
+        run = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
+        if run.returncode != 0:
+            return "ComfyUI's Python has no comfyui_frontend_package"
+        static = Path(run.stdout.strip()) / "static"
+    assets = static / "assets"
     for module in sorted(assets.glob("vendor-three-*.js")):
         text = module.read_text(encoding="utf-8", errors="replace")
         exports = text[text.rfind("export{") :]

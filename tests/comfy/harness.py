@@ -1,8 +1,9 @@
 """A real, headless ComfyUI server for integration tests, and a small stdlib HTTP client for it.
 
-Needs ``COMFYUI_PATH`` (a ComfyUI checkout) and ``COMFYUI_PYTHON`` (the python of its virtual environment); see
-docs/testing.md.  The server gets a fresh base directory (custom_nodes, models, input, output, user) with this
-repository linked into ``custom_nodes`` and a models folder of tiny synthetic checkpoints.
+Which ComfyUI (checkout + venv), frontend and third-party packs comes from ``hosts.py`` (the matrix set up in
+``.hosts/``; see docs/testing.md).  The server gets a fresh base directory (custom_nodes, models, input, output,
+user) with this repository linked into ``custom_nodes`` (plus any other pack, e.g. comfyui_controlnet_aux) and a
+models folder of tiny synthetic checkpoints.  It runs offline (``HF_HUB_OFFLINE=1``), like CI.
 """
 
 from __future__ import annotations
@@ -32,23 +33,6 @@ WORKFLOW_CHECKPOINTS = {
     "sapiens2_1b_matting.safetensors": "matting",
 }
 EXAMPLE_IMAGE = "sapiens2_example.png"
-
-
-def comfy_paths() -> tuple[Path, Path] | str:
-    """(checkout, python) from the environment, or the reason the integration tests must skip."""
-    path, python = os.environ.get("COMFYUI_PATH"), os.environ.get("COMFYUI_PYTHON")
-    if not path:
-        return "COMFYUI_PATH is not set: point it at a ComfyUI checkout (see docs/testing.md)"
-    if not (Path(path) / "main.py").is_file():
-        return f"COMFYUI_PATH={path} has no main.py"
-    if not python:
-        candidate = Path(path + "-venv") / "bin" / "python"
-        if not candidate.is_file():
-            return "COMFYUI_PYTHON is not set: point it at the python of ComfyUI's virtual environment"
-        python = str(candidate)
-    if not Path(python).is_file():
-        return f"COMFYUI_PYTHON={python} does not exist"
-    return Path(path), Path(python)
 
 
 def free_port() -> int:
@@ -85,12 +69,16 @@ def write_example_image(path: Path, width: int = 96, height: int = 128) -> Path:
 
 @dataclass
 class ComfyServer:
-    """One ComfyUI process on 127.0.0.1 with this pack linked in; stop() ends it by its PID."""
+    """One ComfyUI process on 127.0.0.1 with this pack (and ``packs``) linked in; stop() ends it by its PID.
+
+    ``front_end_root`` serves another frontend build (``--front-end-root``) instead of the backend's pinned one."""
 
     checkout: Path
     python: Path
     base: Path
     port: int
+    front_end_root: Path | None = None
+    packs: tuple[Path, ...] = ()
     process: subprocess.Popen | None = None
 
     @property
@@ -107,9 +95,10 @@ class ComfyServer:
     def start(self, models_dir: Path, timeout: float = 240.0) -> ComfyServer:
         for sub in ("custom_nodes", "input", "output", "temp", "user"):
             (self.base / sub).mkdir(parents=True, exist_ok=True)
-        link = self.base / "custom_nodes" / PACK_LINK_NAME
-        if not link.exists():
-            link.symlink_to(REPO, target_is_directory=True)
+        for source, name in ((REPO, PACK_LINK_NAME), *((p, p.name) for p in self.packs)):
+            link = self.base / "custom_nodes" / name
+            if not link.exists():
+                link.symlink_to(source, target_is_directory=True)
         models = self.base / "models"
         if not models.exists():
             models.symlink_to(models_dir, target_is_directory=True)
@@ -118,7 +107,10 @@ class ComfyServer:
             "--base-directory", str(self.base), "--database-url", f"sqlite:///{self.base}/user/comfyui.db",
             "--disable-auto-launch", "--disable-api-nodes",
         ]  # fmt: skip
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        if self.front_end_root is not None:
+            cmd += ["--front-end-root", str(self.front_end_root)]
+        # Offline like CI: a download attempt fails at once and the same way on every machine.
+        env = dict(os.environ, PYTHONUNBUFFERED="1", HF_HUB_OFFLINE="1")
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 cmd,
@@ -142,10 +134,8 @@ class ComfyServer:
         self.stop()
         raise RuntimeError(f"ComfyUI did not answer within {timeout:.0f} s:\n{self.log()[-4000:]}")
 
-    def import_failures(self) -> list[str]:
-        return [
-            line for line in self.log().splitlines() if "IMPORT FAILED" in line and PACK_LINK_NAME in line
-        ]
+    def import_failures(self, pack: str = PACK_LINK_NAME) -> list[str]:
+        return [line for line in self.log().splitlines() if "IMPORT FAILED" in line and pack in line]
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None

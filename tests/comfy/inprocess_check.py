@@ -16,6 +16,17 @@ import os
 import sys
 
 
+def prepare_clone(cls, hidden: dict):
+    """The per-run class clone the executor makes, on either host API: 0.3.x passes the hidden inputs,
+    newer hosts (0.3x) a ``V3Data`` dict that holds them under ``hidden_inputs``."""
+    import inspect
+
+    params = list(inspect.signature(cls.PREPARE_CLASS_CLONE).parameters)
+    if params and params[0] == "v3_data":
+        return cls.PREPARE_CLASS_CLONE({"hidden_inputs": hidden})
+    return cls.PREPARE_CLASS_CLONE(hidden)
+
+
 def main() -> None:
     comfy, repo, work = sys.argv[1:4]
     os.chdir(comfy)
@@ -53,7 +64,7 @@ def main() -> None:
     folder_paths.add_model_folder_path("sapiens2", models)
 
     def node(name):
-        return classes[name].PREPARE_CLASS_CLONE({"unique_id": "7"})
+        return prepare_clone(classes[name], {"unique_id": "7"})
 
     loader = node("Sapiens2ModelLoader")
     loaded, info = loader.execute("sub/tiny_seg.safetensors", "seg", "1b", "auto", "auto", False).args

@@ -1,14 +1,15 @@
 """GLB and PLY exports in ComfyUI's 3D preview: the frontend's own three.js (GLTFLoader, PLYLoader, WebGLRenderer)
 in headless Chromium, lit like Load 3D / Preview 3D, looking from the capture's camera.
 
-Needs ComfyUI's Python (for its comfyui_frontend_package) and Chromium; skipped with the reason otherwise, and on
-frontends that bundle three.js without named exports (ComfyUI 0.3.64's 1.27).
+Runs per host and frontend of the matrix (the host's pinned frontend, then the newest); skipped on a frontend that
+bundles three.js without named exports (ComfyUI 0.3.64's pinned 1.27), and only there.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from sapiens2_studio.core.formats.mesh import pointmap_to_mesh, write_mesh
 pytestmark = pytest.mark.comfyui
 H, W, FOCAL, DEPTH = 48, 64, 60.0, 2.0
 RED, BLUE = (220, 40, 40), (40, 40, 220)
+NAMED_THREE_SINCE = (1, 30)  # frontends before ~1.30 (0.3.64's 1.27) bundle three.js without named exports
 
 
 def _helper(name: str):
@@ -34,13 +36,13 @@ consumers = _helper("consumers")
 
 
 @pytest.fixture(scope="module")
-def viewed(comfy_paths, tmp_path_factory):
-    chromium = _helper("browser").chromium_path()
-    if chromium is None:
-        pytest.skip("no Chromium binary (Debian: apt-get install chromium, or set SAPIENS2_CHROMIUM)")
-    found = consumers.frontend_three(comfy_paths[1])
+def viewed(comfy_host, frontend, chromium_binary, tmp_path_factory):
+    found = consumers.frontend_three(comfy_host.python, frontend.root)
     if isinstance(found, str):
-        pytest.skip(found)
+        # Only a frontend older than the first one with named three.js exports may lack them.
+        known = tuple(int(n) for n in re.findall(r"\d+", frontend.version)[:2])
+        assert known and known < NAMED_THREE_SINCE, found
+        pytest.skip(f"{found} (frontend {frontend.version} predates named three.js exports)")
     three, aliases = found
     work = tmp_path_factory.mktemp("viewer")
     u, v = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
@@ -52,7 +54,7 @@ def viewed(comfy_paths, tmp_path_factory):
     files = {suffix: write_mesh(work / f"capture.{suffix}", mesh) for suffix in ("glb", "ply")}
     camera = {"fov_y": math.degrees(2 * math.atan(H / 2 / FOCAL)), "width": W, "height": H,
               "samples": [[W // 2, H // 4], [W // 2, 3 * H // 4]]}  # fmt: skip
-    return consumers.view_in_comfy_viewer(chromium, three, aliases, files, camera, work)
+    return consumers.view_in_comfy_viewer(chromium_binary, three, aliases, files, camera, work)
 
 
 def test_glb_shows_its_colours_upright_in_the_comfy_viewer(viewed):

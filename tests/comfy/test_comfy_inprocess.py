@@ -1,7 +1,7 @@
 """The pack inside ComfyUI's own Python process: model management, progress, interrupts, per-node fallback.
 
-Runs ``inprocess_check.py`` with COMFYUI_PYTHON (ComfyUI's torch, numpy and modules), so it is skipped without a
-ComfyUI checkout like the server tests.
+Runs ``inprocess_check.py`` with each host's Python (ComfyUI's torch, numpy and modules), once per host of the
+matrix like the server tests.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ pytestmark = pytest.mark.comfyui
 HERE = Path(__file__).resolve().parent
 
 
-def test_pack_inside_comfyui_process(comfy_paths, tmp_path):
-    checkout, python = comfy_paths
+def test_pack_inside_comfyui_process(comfy_host, tmp_path):
+    checkout, python = comfy_host.checkout, comfy_host.python
     run = subprocess.run(
         [str(python), str(HERE / "inprocess_check.py"), str(checkout), str(HERE.parents[1]), str(tmp_path)],
         capture_output=True,

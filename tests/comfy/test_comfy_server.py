@@ -1,8 +1,8 @@
-"""Integration tests against a real ComfyUI server (skipped without COMFYUI_PATH; see docs/testing.md).
+"""Integration tests against real ComfyUI servers, once per host of the matrix (tests/comfy/hosts.py).
 
-One server for the session: the pack must import, /object_info must list every node with the declared socket
-types, every shipped API workflow must run on tiny synthetic checkpoints, every UI workflow must type-check, and
-bad input must give a node error with a clear message while the server keeps serving.
+One server per host: the pack must import, /object_info must list every node with the declared socket types,
+every shipped API workflow must run on tiny synthetic checkpoints, every UI workflow must type-check and carry
+its model requirements, and bad input must give a node error with a clear message while the server keeps serving.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ EXPECTED = {
         [M, "STRING"],
     ),
     "Sapiens2Pose": (
-        {"model": M, "image": IMG, "bboxes": "BOUNDING_BOX", "seg_model": M, "flip_test": "BOOLEAN",
+        {"model": M, "image": IMG, "bboxes": "(boxes)", "seg_model": M, "flip_test": "BOOLEAN",
          "keypoint_format": "COMBO", "neck_mode": "COMBO", "score_threshold": "FLOAT", "chunk_size": "INT",
          "when_nobody_found": "COMBO"},
         ["POSE_KEYPOINT", "SAPIENS2_POSE"],
@@ -107,10 +107,26 @@ def _image_size(client, ref: dict) -> tuple[int, int, str]:
         return im.width, im.height, im.mode
 
 
+def host_has_bounding_boxes(object_info: dict) -> bool:
+    """Whether this core knows the list type BOUNDING_BOXES (newer cores use it in their own node inputs)."""
+    return any(
+        "BOUNDING_BOXES" in str(spec[0]).split(",")
+        for info in object_info.values()
+        if not info["name"].startswith("Sapiens2")
+        for group in ("required", "optional")
+        for spec in info["input"].get(group, {}).values()
+    )
+
+
+def box_types(object_info: dict) -> str:
+    return "BOUNDING_BOX,BOUNDING_BOXES" if host_has_bounding_boxes(object_info) else "BOUNDING_BOX"
+
+
 def test_pack_imports_and_lists_every_node_with_its_types(comfy_server, object_info, builder):
     assert comfy_server.import_failures() == [], comfy_server.log()[-3000:]
     assert "Sapiens2: skipping" not in comfy_server.log()
     for node_id, (inputs, outputs) in EXPECTED.items():
+        inputs = {k: box_types(object_info) if v == "(boxes)" else v for k, v in inputs.items()}
         assert node_id in object_info, f"{node_id} missing from /object_info"
         info = object_info[node_id]
         assert info["category"] == "Sapiens2"
@@ -399,3 +415,113 @@ def test_loader_reloads_a_replaced_checkpoint_and_caches_an_unchanged_one(client
         assert "pose" in replaced["outputs"]["4"]["text"][0]
     finally:
         path.unlink()
+
+
+# ------------------------------------------------------------------------------------------ person boxes (bboxes)
+def test_bboxes_is_a_forced_socket_of_every_box_type_the_host_has(object_info):
+    """A socket, never a widget: frontends from 1.3x draw a BOUNDING_BOX input as a BoundingBox widget unless it
+    is forced to be an input, which on 0.3.64 shifted saved widget values and sent the widget's string."""
+    spec = object_info["Sapiens2Pose"]["input"]["optional"]["bboxes"]
+    assert spec[0] == box_types(object_info)
+    assert spec[1].get("forceInput") is True and "default" not in spec[1]
+
+
+def _boxes_prompt(source: list, boxes: list[dict]) -> dict:
+    return {
+        "1": LOAD,
+        "2": _loader(POSE_CKPT),
+        "5": _node("TestBoxSource", boxes=json.dumps(boxes)),
+        "3": _node("Sapiens2Pose", model=["2", 0], image=["1", 0], bboxes=source, flip_test=False,
+                   keypoint_format="core (real scores)", neck_mode="auto", score_threshold=0.3, chunk_size=1),
+        "4": _node("PreviewAny", source=["3", 0]),
+    }  # fmt: skip
+
+
+TWO_PEOPLE = [{"x": 2, "y": 4, "width": 40, "height": 100}, {"x": 50, "y": 10, "width": 40, "height": 110}]
+
+
+def _people(entry: dict) -> int:
+    frames = json.loads(entry["outputs"]["4"]["text"][0])
+    return len(frames[0]["people"])
+
+
+def test_pose_reads_a_linked_bounding_box(client, comfy_harness):
+    entry = client.run(_boxes_prompt(["5", 0], TWO_PEOPLE))
+    assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
+    assert _people(entry) == 2
+
+
+def test_pose_reads_bounding_boxes_where_the_host_has_them(client, object_info, comfy_harness):
+    """BOUNDING_BOXES (a flat list of boxes with metadata) links into the same socket on hosts that have the
+    type; on older hosts the server refuses the link as a type mismatch, which is what those users see."""
+    prompt = _boxes_prompt(["5", 1], TWO_PEOPLE)
+    if not host_has_bounding_boxes(object_info):
+        status, body = client.queue(prompt)
+        assert status == 400 and "return_type_mismatch" in json.dumps(body), body
+        return
+    entry = client.run(prompt)
+    assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
+    assert _people(entry) == 2
+
+
+def test_pose_reads_the_core_bounding_box_node(client, object_info, comfy_harness):
+    """Newer cores have a BOUNDING_BOX primitive (the same type RT-DETR and SDPose output): one box, one person."""
+    if "PrimitiveBoundingBox" not in object_info:
+        assert not host_has_bounding_boxes(object_info)  # 0.3.64: no core box source without a detector model
+        return
+    prompt = _boxes_prompt(["6", 0], [])
+    prompt["6"] = _node("PrimitiveBoundingBox", x=10, y=8, width=60, height=110)
+    entry = client.run(prompt)
+    assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
+    assert _people(entry) == 1
+
+
+# ------------------------------------------------------------------------------------ model requirements (UI files)
+@pytest.mark.parametrize("name", WORKFLOW_NAMES)
+def test_loaders_carry_the_official_files_they_name(name, client, comfy_harness):
+    """``properties.models`` on each loader: the file its checkpoint names, its official URL and the sapiens2
+    folder, which the frontend checks on load to warn about a missing model and offer its download."""
+    from sapiens2_studio.core.checkpoints.hub import checkpoint_ref
+
+    folders = client.get("/models")
+    ui = comfy_harness.load_json(comfy_harness.WORKFLOWS / f"{name}.json")
+    loaders = [n for n in ui["nodes"] if n["type"] == "Sapiens2ModelLoader"]
+    assert loaders
+    for node in loaders:
+        checkpoint, task, size = node["widgets_values"][:3]
+        ref = checkpoint_ref(task, size)
+        assert node["properties"]["models"] == [{"name": checkpoint, "url": ref.url, "directory": "sapiens2"}]
+        assert ref.url.startswith("https://huggingface.co/") and ref.url.endswith(f"/{checkpoint}")
+        assert (
+            "sapiens2" in folders
+        )  # the directory is a model folder this host knows (the pack registers it)
+    others = [n for n in ui["nodes"] if n["type"] != "Sapiens2ModelLoader"]
+    assert all("models" not in n.get("properties", {}) for n in others)
+
+
+# ----------------------------------------------------------------------------------- what an offline user sees
+def _offline_download_error(client, comfy_harness) -> dict:
+    prompt = {
+        "2": _node("Sapiens2ModelLoader", checkpoint="(download: task + size below)", download_task="seg",
+                   download_size="0.4b", dtype="auto", attention="auto", compile=False),
+        "4": _node("PreviewAny", source=["2", 1]),
+    }  # fmt: skip
+    error = comfy_harness.execution_error(client.run(prompt))
+    assert error is not None and error["node_type"] == "Sapiens2ModelLoader", error
+    return error
+
+
+def test_offline_download_says_which_file_from_where_to_where(client, comfy_harness):
+    error = _offline_download_error(client, comfy_harness)
+    message = error["exception_message"]
+    url = "https://huggingface.co/facebook/sapiens2-seg-0.4b/resolve/main/sapiens2_0.4b_seg.safetensors"
+    assert url in message and "models/sapiens2" in message, message
+
+
+def test_offline_download_error_reads_as_a_comfyui_message(client, comfy_harness):
+    """What the ComfyUI user sees (the frontend shows ``exception_type: exception_message``): a plain error
+    name, not a module path under custom_nodes, and no CLI-only advice such as ``--checkpoint seg=PATH``."""
+    error = _offline_download_error(client, comfy_harness)
+    kind, message = error["exception_type"], error["exception_message"]
+    assert "custom_nodes" not in kind and "/" not in kind and "sapiens2_studio" not in kind, kind
+    assert "--checkpoint" not in message, message

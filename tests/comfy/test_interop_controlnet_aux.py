@@ -3,7 +3,7 @@ nodes, running their own code in ComfyUI's Python (consumers.py / consumer_check
 
 The person is `core.testing.people.standing_person` with heatmap-like scores (0.45-0.98, below 1 as real scores
 are). "legacy" is what the previous default ("core (real scores)") wrote for it: real scores and the jaw line as
-(0, 0, 0). Skipped without ComfyUI (COMFYUI_PATH / COMFYUI_PYTHON) or without the controlnet_aux snapshot.
+(0, 0, 0). Runs once per host of the matrix (conftest.py), on the comfyui_controlnet_aux it set up.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from sapiens2_studio.core.testing.people import standing_person
 pytestmark = pytest.mark.comfyui
 WIDTH, HEIGHT = 512, 768
 PARTS = {"body": 18, "face": 70, "hands": 42}
+SDPOSE_SINCE = "0.33.0"  # the oldest host of the matrix with ComfyUI core's SDPose nodes
 
 
 def _helper(name: str):
@@ -64,20 +65,7 @@ def _face_region(kp: np.ndarray, margin: float) -> tuple[float, float, float, fl
 
 
 @pytest.fixture(scope="module")
-def aux(comfy_paths):
-    found = consumers.controlnet_aux_path()
-    if isinstance(found, str):
-        pytest.skip(found)
-    missing = consumers.missing_requirements(comfy_paths[1])
-    if missing:
-        pytest.skip(
-            f"ComfyUI's Python lacks controlnet_aux's requirements {missing} (pip install them there)"
-        )
-    return found
-
-
-@pytest.fixture(scope="module")
-def consumed(comfy_paths, aux, tmp_path_factory):
+def consumed(comfy_host, controlnet_aux, tmp_path_factory):
     kp = _person()
     cases = {
         "default": _frame(kf.person_to_openpose(kp)),
@@ -86,9 +74,8 @@ def consumed(comfy_paths, aux, tmp_path_factory):
         "controlnet_aux": _frame(kf.person_to_openpose(kp, flavor="controlnet_aux")),
         "legacy": _frame(_legacy(kp)),
     }
-    checkout, python = comfy_paths
     report, images = consumers.run_consumers(
-        checkout, python, aux, cases, tmp_path_factory.mktemp("consumers")
+        comfy_host.checkout, comfy_host.python, controlnet_aux, cases, tmp_path_factory.mktemp("consumers")
     )
     return kp, cases, report, images
 
@@ -103,20 +90,29 @@ def test_controlnet_aux_keeps_every_point_of_the_default_output(consumed):
     assert kept["default"] == kept["controlnet_aux"] == PARTS, kept
 
 
-def test_sdpose_draws_the_default_output_like_the_real_scores(consumed):
+def _no_sdpose_on_an_older_host(report: dict, comfy_host) -> bool:
+    """True where the host predates ComfyUI core's SDPose nodes (0.33 has them, 0.3.64 not): nothing to check
+    there but that they are indeed absent; a newer host without them fails."""
+    if report["sdpose"]:
+        return False
+    assert comfy_host.older_than(SDPOSE_SINCE), f"{comfy_host.id} has no SDPose nodes"
+    return True
+
+
+def test_sdpose_draws_the_default_output_like_the_real_scores(consumed, comfy_host):
     """ComfyUI's own renderer thresholds real scores at 0.3; the 0/1 confidences draw exactly the same points
     (given the same neck: the real-score format's default neck is Sapiens2's anatomical one)."""
     _, _, report, images = consumed
-    if not report["sdpose"]:
-        pytest.skip("this ComfyUI has no SDPose nodes (added after 0.3.64)")
+    if _no_sdpose_on_an_older_host(report, comfy_host):
+        return
     assert np.array_equal(images["default.sdpose_draw"], images["core_midpoint_neck.sdpose_draw"])
     assert consumers.drawn(images["default.sdpose_draw"]).sum() > 10_000
 
 
-def test_face_box_covers_the_face_not_the_corner(consumed):
+def test_face_box_covers_the_face_not_the_corner(consumed, comfy_host):
     kp, _, report, _ = consumed
-    if not report["sdpose"]:
-        pytest.skip("this ComfyUI has no SDPoseFaceBBoxes (added after 0.3.64)")
+    if _no_sdpose_on_an_older_host(report, comfy_host):
+        return
     x1, y1, x2, y2 = _face_region(kp, 0.0)
     (box,) = report["cases"]["default"]["face_boxes"][0]
     (legacy,) = report["cases"]["legacy"]["face_boxes"][0]
@@ -157,23 +153,6 @@ def test_draw_pose_matches_controlnet_aux_pixelwise(consumed, part):
 
 
 # ------------------------------------------------------------------ a real server with controlnet_aux beside us
-
-
-@pytest.fixture(scope="module")
-def aux_server(comfy_paths, aux, comfy_harness, tmp_path_factory):
-    """A ComfyUI server (CPU) with this pack and comfyui_controlnet_aux linked into custom_nodes."""
-    checkout, python = comfy_paths
-    root = tmp_path_factory.mktemp("comfyui_aux")
-    models = root / "models"
-    comfy_harness.write_models(models)
-    server = comfy_harness.ComfyServer(checkout, python, root / "base", comfy_harness.free_port())
-    (server.base / "custom_nodes").mkdir(parents=True)
-    (server.base / "custom_nodes" / consumers.AUX_LINK_NAME).symlink_to(aux, target_is_directory=True)
-    server.start(models)
-    client = comfy_harness.Client(server.url)
-    client.upload_image(comfy_harness.write_example_image(root / "example.png"), comfy_harness.EXAMPLE_IMAGE)
-    yield server, client
-    server.stop()
 
 
 def _pose_graph(label: str, with_sdpose: bool) -> dict:
@@ -229,13 +208,12 @@ def _saved(client, entry: dict, node: str) -> np.ndarray:
 
 
 def test_sapiens2_pose_into_controlnet_aux_in_a_real_server(
-    aux_server, comfy_harness, comfy_paths, aux, tmp_path
+    aux_server, client, comfy_harness, comfy_host, controlnet_aux, tmp_path
 ):
     """Sapiens2 Pose → RenderPeopleKps, Draw Pose (and SDPoseDrawKeypoints): the default format is drawn in full
     by every consumer, and Draw Pose agrees with controlnet_aux's rendering pixel by pixel."""
-    server, client = aux_server
     info = client.get("/object_info")
-    assert "RenderPeopleKps" in info, "controlnet_aux did not load:\n" + server.log()[-3000:]
+    assert "RenderPeopleKps" in info, "controlnet_aux did not load:\n" + aux_server.log()[-3000:]
     with_sdpose = "SDPoseDrawKeypoints" in info
     entries, frames = {}, {}
     for name, label in (("default", first(POSE_FORMATS)), ("core", "core (real scores)")):
@@ -243,8 +221,9 @@ def test_sapiens2_pose_into_controlnet_aux_in_a_real_server(
         assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
         entries[name] = entry
         frames[f"server_{name}"] = json.loads(entry["outputs"]["3"]["openpose_json"][0])
-    checkout, python = comfy_paths
-    report, _ = consumers.run_consumers(checkout, python, aux, frames, tmp_path)
+    report, _ = consumers.run_consumers(
+        comfy_host.checkout, comfy_host.python, controlnet_aux, frames, tmp_path
+    )
     kept = {name: report["cases"][name]["kept"][0] for name in frames}
     core_person = frames["server_core"][0]["people"][0]
     # Before (real scores): controlnet_aux keeps only the points scored 1 or more. After (the default): every

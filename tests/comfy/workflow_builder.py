@@ -51,6 +51,7 @@ class Node:
     column: int = 0
     links_out: dict[int, list[int]] = field(default_factory=dict)
     text: str | None = None  # a Note's text
+    models: list[dict[str, str]] | None = None  # properties.models: files the frontend checks and offers
 
     def out(self, index: int) -> tuple[Node, int]:
         return (self, index)
@@ -63,8 +64,16 @@ class Graph:
         self.groups: list[tuple[str, int]] = []  # (title, column): one framed group per column
 
     def node(
-        self, class_type: str, *, title: str | None = None, column: int | None = None, **inputs: Any
+        self,
+        class_type: str,
+        *,
+        title: str | None = None,
+        column: int | None = None,
+        models: list[dict[str, str]] | None = None,
+        **inputs: Any,
     ) -> Node:
+        """Add a node; ``models`` ({name, url, directory} per file) becomes its ``properties.models``, which the
+        frontend reads to warn about missing model files and offer their download."""
         if class_type not in self.info:
             raise KeyError(f"node type {class_type} is not known to the server")
         info = self.info[class_type]
@@ -76,6 +85,7 @@ class Graph:
                 f"{class_type} cannot sit left of the nodes it reads from (column {earliest - 1})"
             )
         node = Node(len(self.nodes) + 1, class_type, inputs, title, earliest if column is None else column)
+        node.models = models
         self.nodes.append(node)
         return node
 
@@ -176,6 +186,7 @@ class Graph:
                         "Node name for S&R": n.class_type,
                         "cnr_id": PACK_ID if n.class_type.startswith("Sapiens2") else "comfy-core",
                         "ver": PACK_VERSION if n.class_type.startswith("Sapiens2") else "0.3.64",
+                        **({"models": n.models} if n.models else {}),
                     },
                     "widgets_values": widgets,
                     **({"title": n.title} if n.title else {}),

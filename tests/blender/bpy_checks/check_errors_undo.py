@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -110,10 +112,25 @@ def test_scripting_api_without_the_operator(addon, bpy_empty, bundles):
     assert [o.type for o in result.objects] == ["ARMATURE"]
 
 
+def has_openimageio(addon) -> bool:
+    """Whether this Blender ships OpenImageIO's Python module (the bpy 4.2 wheel does not; 4.5+ do)."""
+    try:
+        addon.parse.exr._import_openimageio()
+    except ImportError:
+        return False
+    return True
+
+
 def test_exr_backends_read_the_same_pixels(addon, bundles):
-    """Blender's bundled OpenImageIO and the openexr wheel give identical channels."""
+    """Blender's bundled OpenImageIO and the openexr wheel give identical channels; where this Blender has no
+    OpenImageIO, reading through it says the reader is missing (not that the file is bad)."""
     exr = addon.parse.exr
     a = exr.read_exr_channels(bundles / "tiny.exr", "openexr")
+    if not has_openimageio(addon):
+        with pytest.raises(addon.parse.errors.BundleError, match="the openimageio reader is missing") as err:
+            exr.read_exr_channels(bundles / "tiny.exr", "openimageio")
+        assert "Re-export" not in str(err.value) and "bundles the openexr wheel" in str(err.value)
+        return
     b = exr.read_exr_channels(bundles / "tiny.exr", "openimageio")
     assert sorted(a) == sorted(b)
     for name in a:
@@ -123,12 +140,34 @@ def test_exr_backends_read_the_same_pixels(addon, bundles):
 def test_full_import_through_blenders_openimageio(
     addon, bpy_empty, bundles, expected_tiny, monkeypatch, mesh_data
 ):
-    """The path a Blender without the openexr wheel takes: pixels must be the same."""
+    """The path a Blender without the openexr wheel takes: pixels must be the same, or, where this Blender has
+    no OpenImageIO either, the import stops with a message that names the missing reader and the fix."""
     monkeypatch.setattr(addon.parse.exr, "available_backend", lambda: "openimageio")
+    before = data_counts(bpy_empty)
+    if not has_openimageio(addon):
+        with pytest.raises(RuntimeError, match="reader is missing from this Blender") as err:
+            bpy_empty.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json"))
+        assert "Re-export" not in str(err.value) and "openexr wheel" in str(err.value)
+        assert data_counts(bpy_empty) == before  # nothing left behind
+        return
     assert bpy_empty.ops.import_scene.sapiens2_capture(filepath=str(bundles / "tiny.json")) == {"FINISHED"}
     co = mesh_data(bpy_empty.data.objects["tiny mesh"].data)["co"]
     x, y, z = expected_tiny["points"][1:6].reshape(-1, 3).T
     np.testing.assert_allclose(co, np.stack([x, z, -y], axis=1), atol=1e-6)
+
+
+def test_no_exr_reader_at_all_says_how_to_get_one(addon, monkeypatch):
+    """A Blender with neither reader (e.g. 4.2 without the openexr build) gets the fix, not 'bad file'."""
+    exr = addon.parse.exr
+
+    def missing(*_args):
+        raise ImportError("not in this Blender")
+
+    monkeypatch.setitem(sys.modules, "OpenEXR", None)  # `import OpenEXR` now raises ImportError
+    monkeypatch.setattr(exr, "_import_openimageio", missing)
+    with pytest.raises(addon.parse.errors.BundleError, match="No EXR reader available") as err:
+        exr.available_backend()
+    assert "bundles the openexr wheel" in str(err.value)
 
 
 def test_select_all_in_a_cli_output_folder(addon, bpy_empty, bundles, walk_copy):

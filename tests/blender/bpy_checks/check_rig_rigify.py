@@ -22,7 +22,7 @@ def _import(bpy, bundles, naming):
 
 
 @pytest.fixture
-def rigify(bpy_empty):
+def rigify(bpy_empty, fast_exit):
     """Blender's bundled Rigify, enabled for the test and disabled after (bpy 4.x hangs at exit otherwise)."""
     import addon_utils
 

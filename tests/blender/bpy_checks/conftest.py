@@ -52,6 +52,34 @@ def addon():
     _disable()
 
 
+_EXIT_STATUS: list[int] = []
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    _EXIT_STATUS.append(int(exitstatus))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """bpy 4.2 crashes (SIGSEGV) while it tears itself down at exit once Rigify has generated a rig, after every
+    check passed; where a check asked for it (``fast_exit``), leave without Blender's exit code, keeping pytest's
+    status. The reports (terminal, JUnit) are written by then."""
+    if os.environ.get("SAPIENS2_BPY_FAST_EXIT") == "1" and _EXIT_STATUS:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT_STATUS[-1])
+
+
+@pytest.fixture
+def fast_exit():
+    """Mark this process to end without bpy 4.2's crashing exit (see ``pytest_unconfigure``); newer bpy exit
+    normally, so the check still sees their real exit."""
+    import bpy
+
+    if bpy.app.version < (4, 5, 0):
+        os.environ["SAPIENS2_BPY_FAST_EXIT"] = "1"
+
+
 @pytest.fixture
 def bpy_empty(addon):
     """bpy with an empty scene (add-ons stay enabled)."""
