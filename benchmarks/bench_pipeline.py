@@ -1,160 +1,462 @@
-"""End-to-end images/s vs model-only images/s, same device and model (JSON on stdout).
+"""Where a frame's time goes on the real engine (`core.studio.job`, what `sapiens2 predict` runs): JSON on stdout.
 
-Why: pre- and post-processing (resize, pad, pose crops, heatmap decode, resize back at full resolution) must not
-starve the model. The goal on GPU is end-to-end ≥ 0.9 × model-only. Three numbers per task:
+Why: the models are fast where it matters; everything around them (decode, pre/post-processing, pose decode,
+capture, EXR/PNG/JSON writing) must not leave the accelerator idle. Four measurements, each on synthetic
+official-layout checkpoints (`--preset tiny`: embed 32, depth 2; `--preset 0.1b`: the 0.1B backbone with 64-wide
+heads, CPU-sized) or real ones (`--checkpoint TASK=PATH`), on 1080p frames made from the demo photo:
 
-- `model_only`: `model(x)` on an already normalised 1024×768 batch on the device (what the network costs);
-- `end_to_end`: `core.pipeline` predictor on uint8 images of `--image-size` (pre-processing, model,
-  post-processing back to the original resolution), results on the CPU;
-- `with_outputs` (optional, `--outputs`): the CLI path, plus writing the capture bundle and PNG previews.
+- `stages`: per-stage core-milliseconds (CPU time of every thread) and wall-milliseconds per frame, from a
+  profiled sequential run of N frames (see `stage_profile.py` for the stage names); with and without previews.
+  `host_ms` sums the stages that stay on the host when the models run on a GPU; `all_but_forward_ms` is
+  everything except the model forwards (on a CPU-only machine the device stages cost host cores too).
+- `writers`: frames/s of the same job with `writers` = 0 (sequential), 1 and 2, interleaved and repeated.
+- `throughput`: end-to-end frames/s of the job against model-only frames/s (the same models called on
+  normalised batches of the shapes the job fed them), interleaved and repeated; the goal is ratio ≥ 0.9.
+- `large`: peak RSS (VmHWM) of one large photo (default 9000×6000) through the job, in a fresh process.
 
-Models are synthetic (official key layout, seeded random weights): `--preset tiny` (embed 32, depth 2) or
-`--preset 0.1b` (the 0.1B backbone: embed 768, depth 12, head_dim 64; all head widths 64 to stay CPU-sized), or pass real checkpoints with
-`--checkpoint TASK=PATH`.
+    python benchmarks/bench_pipeline.py stages --frames 4 --repeat 3
+    python benchmarks/bench_pipeline.py writers --frames 6 --repeat 3
+    python benchmarks/bench_pipeline.py throughput --preset 0.1b --frames 2 --repeat 2
+    python benchmarks/bench_pipeline.py large --image-size 6000x9000
+    python benchmarks/bench_pipeline.py stages --device cuda --checkpoint pose=... (real weights on a GPU)
 
-    python benchmarks/bench_pipeline.py --device cpu --preset tiny --tasks seg,normal,pose --iters 3
-    python benchmarks/bench_pipeline.py --device cuda --checkpoint seg=~/.cache/sapiens2/seg/sapiens2_1b_seg.safetensors
+Always note the load average (`uptime`, recorded in the JSON): numbers from a shared machine are noisy, which is
+why variants run interleaved in one process and medians are reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-from sapiens2_studio.cli import engine
-from sapiens2_studio.cli.outputs import write_frame_outputs
-from sapiens2_studio.cli.predict import LoadedModel
-from sapiens2_studio.core import load_model
-from sapiens2_studio.core.testing.synthetic import synthetic_state_dict
 
-PRESETS = {
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))  # benchmarks are scripts, not a package: the profiler sits beside this file
+
+from stage_profile import HOST_STAGES, StageProfiler, profiling  # noqa: E402
+
+PRESETS: dict[str, dict[str, int]] = {
     "tiny": {},
     "0.1b": {"embed_dim": 768, "depth": 12, "head_dim": 64, "head_width": 64},
 }
+RELEASED = ("0.4b", "0.8b", "1b")  # full released architectures (heads included), synthetic weights: GPU runs
+DEFAULT_TASKS = "pose,seg,normal,pointmap"
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def load_average() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
 
 
-def _timed(fn, iters: int, warmup: int, device: torch.device) -> float:
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    start = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    _sync(device)
-    return (time.perf_counter() - start) / iters
-
-
-def _load(task: str, preset: str, checkpoint: str | None, device: str, dtype: str) -> LoadedModel:
-    if checkpoint:
-        path = Path(checkpoint).expanduser()
-        model = load_model(path, device=device, dtype=dtype, task=task)
-        name = path.name
-    else:
-        model = load_model(
-            synthetic_state_dict(task, **PRESETS[preset]), device=device, dtype=dtype, task=task
-        )
-        name = f"synthetic-{preset}-{task}"
-    return LoadedModel(
-        task, model, Path(name), {"task": task, "size": model.spec.size, "checkpoint": name, "sha256": None}
-    )
-
-
-def bench_task(loaded: LoadedModel, images: list[np.ndarray], args: argparse.Namespace) -> dict:
-    model = loaded.model
-    device = torch.device(model.device) if not isinstance(model.device, torch.device) else model.device
-    batch = len(images)
-    # pose: one person per image (whole-image box), so the model also sees `batch` crops of 1024x768
-    x = torch.randn(batch, 3, 1024, 768, device=device, dtype=model.dtype)
-
-    def model_only() -> None:
-        with torch.inference_mode():
-            model(x)
-
-    models = {loaded.task: loaded}
-    options = engine.RunOptions(flip_test=False, with_previews=True)
-    boxes = [None] * batch
-
-    def end_to_end() -> None:
-        with torch.inference_mode():
-            engine.run_models(models, images, boxes, options)
-
-    t_model = _timed(model_only, args.iters, args.warmup, device)
-    t_e2e = _timed(end_to_end, args.iters, args.warmup, device)
-    row = {
-        "task": loaded.task,
-        "size": model.spec.size,
-        "params": model.spec.num_parameters,
-        "batch": batch,
-        "model_only_img_s": batch / t_model,
-        "end_to_end_img_s": batch / t_e2e,
-        "ratio": t_model / t_e2e,
+def environment(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+        "device": args.device,
+        "gpu": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
+        "preset": args.preset,
+        "dtype": args.dtype,
+        "image_size_hw": args.image_size,
+        "load_average_start": load_average(),
     }
-    if args.outputs:
-        tmp = Path(tempfile.mkdtemp(prefix="bench_out_"))
 
-        def with_outputs() -> None:
+
+# ------------------------------------------------------------------------------------------------ inputs
+
+
+def demo_frame(height: int, width: int, shift: int = 0) -> np.ndarray:
+    """The demo photo (a person, 768×768) scaled to the frame height and placed on a soft gradient: an image that
+    compresses and decodes like a photo (random noise would not)."""
+    from PIL import Image
+
+    photo = Image.open(REPO / "assets" / "demo" / "astronaut.jpg").convert("RGB")
+    side = min(height, width)
+    photo = photo.resize((side, side), Image.Resampling.BICUBIC)
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    canvas = np.stack([90 + 40 * xx / width, 110 + 30 * yy / height, 140 - 30 * xx / width], axis=-1).astype(
+        np.uint8
+    )
+    left = max(0, (width - side) // 2 + shift)
+    left = min(left, width - side)
+    canvas[:side, left : left + side] = np.asarray(photo)
+    return canvas
+
+
+def write_frames(folder: Path, count: int, height: int, width: int, fmt: str = "png") -> list[Path]:
+    """Numbered frames `frame_0001.png …` (a sequence, as a user's export of a video would be)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = folder / f"frame_{i + 1:04d}.{fmt}"
+        if not path.exists():
+            Image.fromarray(demo_frame(height, width, shift=8 * i)).save(path)
+        paths.append(path)
+    return paths
+
+
+def checkpoints(args: argparse.Namespace, workdir: Path) -> dict[str, Path]:
+    from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
+
+    given = dict(item.split("=", 1) for item in args.checkpoint)
+    out: dict[str, Path] = {}
+    for task in args.tasks:
+        if task in given:
+            out[task] = Path(given[task]).expanduser()
+            continue
+        path = workdir / f"synthetic_{args.preset}_{task}.safetensors"
+        if not path.exists():
+            if args.preset in RELEASED:
+                from safetensors.torch import save_file
+                from sapiens2_studio.core.arch.presets import preset_config
+                from sapiens2_studio.core.testing.synthetic import state_dict_for
+
+                save_file(state_dict_for(preset_config(args.preset, task)), str(path))
+            else:
+                write_synthetic_checkpoint(path, task=task, **PRESETS[args.preset])
+        out[task] = path
+    return out
+
+
+class CachedModels:
+    """`job.load_models` with one shared ModelCache, so repeated jobs in one process load each model once."""
+
+    def __init__(self) -> None:
+        import importlib
+
+        from sapiens2_studio.core.studio.models import ModelCache
+
+        job = importlib.import_module("sapiens2_studio.core.studio.job")
+        self.job, self.cache, self.original = job, ModelCache(), job.load_models
+
+    def __enter__(self) -> CachedModels:
+        self.job.load_models = lambda spec, paths, cache=None: self.original(spec, paths, self.cache)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.job.load_models = self.original
+
+
+def run_job(args: argparse.Namespace, frames: Path, out: Path, **options: Any) -> Any:
+    from sapiens2_studio.core.studio.job import JobSpec, run_job
+
+    spec = JobSpec(
+        inputs=[str(frames)],
+        out=str(out),
+        tasks=tuple(args.tasks),
+        checkpoints=args.paths,
+        device=args.device,
+        dtype=args.dtype,
+        flip_test=True,
+        **options,
+    )
+    report = run_job(spec)
+    if report.failures:
+        raise SystemExit(f"the job failed: {report.failures}")
+    return report
+
+
+def job_options(writers: int, previews: bool) -> dict[str, Any]:
+    """JobSpec options; `writers` only where this version of the engine has it (the benchmark also runs on
+    versions before the option existed, for the 'before' column)."""
+    from sapiens2_studio.core.studio.job import JobSpec
+
+    options: dict[str, Any] = {"previews": previews}
+    if "writers" in JobSpec.__dataclass_fields__:
+        options["writers"] = writers
+    elif writers:
+        raise SystemExit("this engine has no writers option")
+    return options
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------------------------------------ stages
+
+
+def summarize(per_frame: dict[str, dict[str, float]]) -> dict[str, float]:
+    cpu = {k: v["cpu_ms"] for k, v in per_frame.items()}
+    forward = sum(v for k, v in cpu.items() if k.endswith(".forward"))
+    return {
+        "total_cpu_ms": sum(cpu.values()),
+        "forward_cpu_ms": forward,
+        "all_but_forward_cpu_ms": sum(cpu.values()) - forward,
+        "host_cpu_ms": sum(v for k, v in cpu.items() if k in HOST_STAGES),
+        "total_wall_ms": sum(v["wall_ms"] for v in per_frame.values()),
+    }
+
+
+def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
+    write_frames(frames, args.frames, *args.image_size)
+    variants = [("previews", True), ("no_previews", False)]
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name, _ in variants}
+    loads: list[list[float]] = []
+    with CachedModels():
+        run_job(args, frames, workdir / "warmup", **job_options(0, True))  # load models, warm caches
+        for _ in range(args.repeat):
+            for name, previews in variants:  # interleaved, so background load hits both
+                profiler = StageProfiler(
+                    synchronize=torch.cuda.synchronize if args.device.startswith("cuda") else None
+                )
+                with profiling(profiler):
+                    run_job(args, frames, workdir / f"out_{name}", **job_options(0, previews))
+                synchronize(args.device)
+                runs[name].append(profiler.per_frame(args.frames))
+                loads.append(load_average())
+    result: dict[str, Any] = {}
+    for name, repeats in runs.items():
+        labels = sorted({label for r in repeats for label in r})
+        median = {
+            label: {
+                key: statistics.median(r.get(label, {}).get(key, 0.0) for r in repeats)
+                for key in ("cpu_ms", "wall_ms", "calls")
+            }
+            for label in labels
+        }
+        result[name] = {
+            "stages": median,
+            "summary": summarize(median),
+            "summary_each_repeat": [summarize(r) for r in repeats],
+        }
+    sizes = output_sizes(workdir / "out_no_previews")
+    return {
+        "frames": args.frames,
+        "repeat": args.repeat,
+        "load_average": loads,
+        "bytes_per_frame": sizes,
+        **result,
+    }
+
+
+def output_sizes(folder: Path) -> dict[str, float]:
+    """Mean bytes per frame of each kind of output file (EXR, bundle JSON, keypoint JSON, previews)."""
+    sizes: dict[str, list[int]] = {}
+    for path in folder.rglob("*"):
+        if not path.is_file() or path.name.endswith(".sequence.json"):
+            continue
+        kind = ".".join(path.name.split(".")[1:])
+        sizes.setdefault(kind, []).append(path.stat().st_size)
+    return {kind: statistics.mean(v) for kind, v in sorted(sizes.items())}
+
+
+# ------------------------------------------------------------------------------------------------ writers
+
+
+def bench_writers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
+    write_frames(frames, args.frames, *args.image_size)
+    counts = [int(v) for v in args.writers.split(",")]
+    times: dict[int, list[float]] = {n: [] for n in counts}
+    cpu: dict[int, list[float]] = {n: [] for n in counts}
+    loads = []
+    with CachedModels():
+        run_job(args, frames, workdir / "warmup", **job_options(0, args.previews))
+        for r in range(args.repeat):
+            for n in counts[r % len(counts) :] + counts[: r % len(counts)]:  # rotated: drifting load hits all
+                start, start_cpu = time.perf_counter(), time.process_time()
+                run_job(args, frames, workdir / f"out_w{n}", **job_options(n, args.previews))
+                synchronize(args.device)
+                times[n].append(time.perf_counter() - start)
+                cpu[n].append(time.process_time() - start_cpu)
+                loads.append(load_average())
+    fps = {n: args.frames / statistics.median(t) for n, t in times.items()}
+    base = counts[0]
+    return {
+        "frames": args.frames,
+        "previews": args.previews,
+        "load_average": loads,
+        "seconds": {str(n): t for n, t in times.items()},
+        "cpu_seconds": {str(n): t for n, t in cpu.items()},
+        "frames_per_s": {str(n): v for n, v in fps.items()},
+        "ratio_to_first": {str(n): fps[n] / fps[base] for n in counts},
+        "ratio_to_first_each_repeat": {
+            str(n): [b / t for b, t in zip(times[base], times[n])] for n in counts
+        },
+    }
+
+
+# ------------------------------------------------------------------------------------------------ throughput
+
+
+def bench_throughput(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """End-to-end (the job: decode … bundle) vs model-only (the same forwards on ready batches), interleaved."""
+    import importlib
+
+    predict = importlib.import_module("sapiens2_studio.core.pipeline.predict")
+    frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
+    write_frames(frames, args.frames, *args.image_size)
+    shapes: dict[str, list[tuple[int, ...]]] = {}
+    modules: dict[str, Any] = {}
+    original = predict._forward
+
+    def recording(model: Any, batch: torch.Tensor, should_stop: Any) -> Any:
+        shapes.setdefault(model.task, []).append(tuple(batch.shape))
+        modules[model.task] = model
+        return original(model, batch, should_stop)
+
+    e2e, model_only, loads = [], [], []
+    with CachedModels():
+        predict._forward = recording
+        try:
+            run_job(args, frames, workdir / "warmup", **job_options(args.writers_n, args.previews))
+        finally:
+            predict._forward = original
+        per_frame = dict(shapes)
+        batches = {
+            task: [
+                torch.randn(shape, device=modules[task].device).to(modules[task].dtype)
+                for shape in per_frame[task]
+            ]
+            for task in per_frame
+        }
+
+        def forwards_only() -> None:
             with torch.inference_mode():
-                frames = engine.predict_frames(models, images, boxes, ["bench.png"] * batch, options)
-            for i, (frame, image) in enumerate(zip(frames, images)):
-                write_frame_outputs(tmp, f"img{i}", frame, image)
+                for task, inputs in batches.items():
+                    for x in inputs:
+                        modules[task](x)
+            synchronize(args.device)
 
-        t_out = _timed(with_outputs, args.iters, args.warmup, device)
-        row["with_outputs_img_s"] = batch / t_out
-    return row
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            forwards_only()  # the forwards of the warm-up job = args.frames frames
+            model_only.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            run_job(args, frames, workdir / "out_e2e", **job_options(args.writers_n, args.previews))
+            synchronize(args.device)
+            e2e.append(time.perf_counter() - start)
+            loads.append(load_average())
+    e2e_fps = args.frames / statistics.median(e2e)
+    model_fps = args.frames / statistics.median(model_only)
+    return {
+        "frames": args.frames,
+        "writers": args.writers_n,
+        "previews": args.previews,
+        "forward_batches_per_run": {t: [list(s) for s in v] for t, v in per_frame.items()},
+        "load_average": loads,
+        "model_only_s": model_only,
+        "end_to_end_s": e2e,
+        "model_only_frames_per_s": model_fps,
+        "end_to_end_frames_per_s": e2e_fps,
+        "ratio": e2e_fps / model_fps,
+        "ratio_each_repeat": [m / e for m, e in zip(model_only, e2e)],
+    }
 
 
-def main(argv: list[str] | None = None) -> int:
+# ------------------------------------------------------------------------------------------------ large
+
+
+LARGE_PROBE = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import bench_pipeline as b
+args = b.parse(sys.argv[2:])
+workdir = b.Path(args.workdir)
+args.paths = b.checkpoints(args, workdir)
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) * 1024
+image = b.Path(args.large_image)
+start, start_cpu = time.perf_counter(), time.process_time()
+before = hwm()
+b.run_job(args, image, workdir / "out_large", **b.job_options(args.writers_n, args.previews))
+print(json.dumps({"peak_rss_bytes": hwm(), "rss_before_job_bytes": before,
+                  "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - start_cpu}))
+"""
+
+
+def bench_large(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from PIL import Image
+
+    height, width = args.image_size
+    image = workdir / f"large_{height}x{width}.jpg"
+    if not image.exists():
+        Image.fromarray(demo_frame(height, width)).save(image, quality=90)
+    rows = []
+    for previews in (False, True) if args.previews else (False,):
+        argv = [a for a in sys.argv[1:] if a != "--previews"] + (["--previews"] if previews else [])
+        argv += ["--large-image", str(image), "--workdir", str(workdir)]
+        proc = subprocess.run(
+            [sys.executable, "-c", LARGE_PROBE, str(HERE), *argv], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise SystemExit(proc.stderr[-4000:])
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        row.update(previews=previews, load_average=load_average())
+        rows.append(row)
+    return {"image": str(image), "image_size_hw": [height, width], "runs": rows}
+
+
+# ------------------------------------------------------------------------------------------------ main
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("mode", choices=("stages", "writers", "throughput", "large"))
+    parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--tasks", default="seg,normal,pointmap,pose")
-    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    parser.add_argument("--tasks", default=DEFAULT_TASKS)
+    parser.add_argument("--preset", default="tiny", choices=sorted(PRESETS) + list(RELEASED))
     parser.add_argument("--checkpoint", action="append", default=[], metavar="TASK=PATH")
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--image-size", default="1080x1920", help="HxW of the synthetic input images")
-    parser.add_argument("--iters", type=int, default=3)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--outputs", action="store_true", help="also time writing bundles + previews")
+    parser.add_argument("--image-size", default=None, help="HxW (default 1080x1920; large: 6000x9000)")
+    parser.add_argument("--frames", type=int, default=4)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--writers", default="0,1,2", help="writers mode: the writer counts to compare")
+    parser.add_argument("--writers-n", type=int, default=0, help="throughput/large: the job's writers option")
+    parser.add_argument("--previews", action="store_true", help="writers/throughput/large: previews on")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    parser.add_argument(
+        "--workdir", default=None, help="checkpoints, frames and outputs (default: a temp dir)"
+    )
+    parser.add_argument("--large-image", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
+    args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    default_size = "6000x9000" if args.mode == "large" else "1080x1920"
+    args.image_size = tuple(int(v) for v in (args.image_size or default_size).lower().split("x"))
     if args.threads:
         torch.set_num_threads(args.threads)
-    h, w = (int(v) for v in args.image_size.lower().split("x"))
-    rng = np.random.default_rng(0)
-    images = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for _ in range(args.batch)]
-    overrides = dict(item.split("=", 1) for item in args.checkpoint)
-    rows = []
-    for task in [t.strip() for t in args.tasks.split(",") if t.strip()]:
-        loaded = _load(task, args.preset, overrides.get(task), args.device, args.dtype)
-        rows.append(bench_task(loaded, images, args))
-        print(json.dumps(rows[-1]), file=sys.stderr)
-    result = {
-        "device": args.device,
-        "device_name": torch.cuda.get_device_name(args.device)
-        if args.device.startswith("cuda")
-        else platform.processor() or "cpu",
-        "torch": torch.__version__,
-        "threads": torch.get_num_threads(),
-        "preset": args.preset if not overrides else "checkpoints",
-        "image_size_hw": [h, w],
-        "iters": args.iters,
-        "results": rows,
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="s2_bench_pipeline_"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    args.paths = checkpoints(args, workdir)
+    result = {"mode": args.mode, "environment": environment(args)}
+    bench = {
+        "stages": bench_stages,
+        "writers": bench_writers,
+        "throughput": bench_throughput,
+        "large": bench_large,
     }
-    print(json.dumps(result, indent=1))
+    result.update(bench[args.mode](args, workdir))
+    result["environment"]["load_average_end"] = load_average()
+    text = json.dumps(result, indent=1)
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(text)
+    print(text)
     return 0
 
 

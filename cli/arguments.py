@@ -6,9 +6,17 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..core.catalogue import PRETRAIN, TASK_SIZES_RELEASED
+from ..core.catalogue import (
+    DEFAULT_SIZE,
+    DEFAULT_TASKS,
+    PRETRAIN,
+    TASK_LABELS,
+    TASK_SIZES_RELEASED,
+    default_size,
+)
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+from ..core.studio.pipelining import DEFAULT_WRITERS
 
 if TYPE_CHECKING:
     from ..core.studio.job import JobSpec
@@ -28,6 +36,16 @@ def _batch_size(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
+def _writers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {value}")
+    return value
 
 
 def parse_tasks(text: str) -> list[str]:
@@ -55,8 +73,18 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
 
 def add_model_arguments(p: argparse.ArgumentParser) -> None:
     """Which models run, where and how: shared by `predict` and `check`."""
-    p.add_argument("--tasks", default="pose,seg,normal,pointmap", help="comma list of: " + ",".join(TASKS))
-    p.add_argument("--size", default="0.4b", choices=SIZES, help="model size of the official checkpoints")
+    p.add_argument(
+        "--tasks",
+        default=",".join(DEFAULT_TASKS),
+        help="comma list of: " + ",".join(TASKS) + f" (default {','.join(DEFAULT_TASKS)})",
+    )
+    own_sizes = ", ".join(f"{t} {default_size(t)}" for t in TASKS if default_size(t) != DEFAULT_SIZE)
+    p.add_argument(
+        "--size",
+        default=None,
+        choices=SIZES,
+        help=f"model size of every official checkpoint (default: each task's own: {DEFAULT_SIZE}, {own_sizes})",
+    )
     p.add_argument(
         "--checkpoint",
         action="append",
@@ -85,8 +113,9 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sapiens2",
-        description="Sapiens2 human-vision models: 308-keypoint pose, body-part segmentation, normals, albedo, "
-        "pointmap. Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
+        description="Sapiens2 human-vision models: "
+        + ", ".join(TASK_LABELS[t] for t in TASKS)
+        + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -112,6 +141,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--fps", type=float, default=None, help="sequences: frame rate to record (default 24 or video)"
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
+    p.add_argument(
+        "--writers",
+        type=_writers,
+        default=DEFAULT_WRITERS,
+        help=f"frames written in parallel while the models run on the next ones (default {DEFAULT_WRITERS}; "
+        "0: write each frame before the next one starts)",
+    )
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
     p.add_argument(
         "--skip-existing",
@@ -187,4 +223,5 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         skip_existing=getattr(args, "skip_existing", defaults.skip_existing),
         clean=getattr(args, "clean", defaults.clean),
         nonfinite=getattr(args, "nonfinite", defaults.nonfinite),
+        writers=getattr(args, "writers", defaults.writers),
     )

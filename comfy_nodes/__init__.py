@@ -18,6 +18,7 @@ NODE_MODULES: dict[str, tuple[str, ...]] = {
     "nodes_pose": ("Sapiens2 Pose", "Sapiens2 Draw Pose"),
     "nodes_seg": ("Sapiens2 Segment", "Sapiens2 Body-Part Mask"),
     "nodes_dense": ("Sapiens2 Normals", "Sapiens2 Albedo", "Sapiens2 Pointmap"),
+    "nodes_matting": ("Sapiens2 Matte",),
     "nodes_relight": ("Sapiens2 Directional Light", "Sapiens2 Relight"),
     "nodes_export": ("Sapiens2 Save Capture Bundle", "Sapiens2 Export Mesh"),
 }

@@ -22,6 +22,7 @@ PoseData = io.Custom(t.POSE)
 SegData = io.Custom(t.SEG)
 NormalData = io.Custom(t.NORMAL)
 PointmapData = io.Custom(t.POINTMAP)
+MattingData = io.Custom(t.MATTING)
 Lights = io.Custom(t.LIGHTS)
 PoseKeypoint = io.Custom(t.POSE_KEYPOINT)
 

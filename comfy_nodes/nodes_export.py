@@ -11,7 +11,16 @@ from ..core.studio import exports
 from ..core.studio.batches import TaskBatch
 from ..core.studio.capture import capture_frames
 from .comfy_host import ComfyHost
-from .compat import NormalData, PointmapData, PoseData, SegData, file3d_output_type, make_file3d, schema
+from .compat import (
+    MattingData,
+    NormalData,
+    PointmapData,
+    PoseData,
+    SegData,
+    file3d_output_type,
+    make_file3d,
+    schema,
+)
 from .errors import node_errors
 from .inputs import filename_prefix_input
 
@@ -42,7 +51,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
             display_name=BUNDLE_NAME,
             search_aliases=["blender", "exr", "export", "capture"],
             description="Writes a capture bundle (EXR layers + JSON: image, pointmap, normals, albedo, seg, mask, "
-            "camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
+            "matte, camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
             "sequence. Needs the 'openexr' package.",
             inputs=[
                 io.Image.Input(
@@ -63,6 +72,11 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                 ),
                 io.Float.Input(
                     "fps", default=24.0, min=0.01, max=1000.0, step=0.01, tooltip="Frame rate of a sequence."
+                ),
+                MattingData.Input(
+                    "matting",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Matte (from Sapiens2 Matte): the bundle's alpha and foreground layer.",
                 ),
             ],
             outputs=[
@@ -87,10 +101,11 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         albedo=None,
         pointmap=None,
         mask=None,
+        matting=None,
     ) -> io.NodeOutput:
         require_openexr()  # before any work
         host = ComfyHost(cls.hidden.unique_id)
-        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap}
+        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
         frames = capture_frames(image, batches, albedo_image=albedo, mask=mask, host=host)
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
         path = exports.save_capture_bundle(folder, name, frames, fps=fps, host=host)

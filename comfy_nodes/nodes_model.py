@@ -38,7 +38,7 @@ class Sapiens2ModelLoader(io.ComfyNode):
             display_name=DISPLAY_NAME,
             search_aliases=["sapiens", "sapiens2 loader", "human model"],
             description=(
-                "Loads a Sapiens2 checkpoint (pose, seg, normal, albedo or pointmap; any size) from models/sapiens2. "
+                f"Loads a Sapiens2 checkpoint ({', '.join(catalogue.TASKS)}; any size) from models/sapiens2. "
                 "The architecture and task are read from the weights. The model joins ComfyUI's memory management."
             ),
             inputs=[

@@ -89,7 +89,8 @@ class Sapiens2Relight(io.ComfyNode):
                 io.Mask.Input(
                     "mask",
                     optional=True,
-                    tooltip="Where to relight (1 = person). Default: the normals' own mask or non-zero normals.",
+                    tooltip="Where to relight (1 = person); a soft alpha (Sapiens2 Matte's 'alpha') gives soft "
+                    "edges. Default: the normals' own mask or non-zero normals.",
                 ),
                 Lights.Input(
                     "lights", optional=True, tooltip="Directional lights ('Sapiens2 Directional Light')."
@@ -174,6 +175,13 @@ class Sapiens2Relight(io.ComfyNode):
                     optional=True,
                     tooltip="New background behind the relit person (same size); default: the original photo.",
                 ),
+                io.Image.Input(
+                    "foreground",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Straight foreground colour from 'Sapiens2 Matte' (connect its 'alpha' to 'mask'): the "
+                    "surface colour without the old background mixed into soft edges. Ignored when 'albedo' is "
+                    "connected.",
+                ),
             ],
             outputs=[
                 io.Image.Output(
@@ -212,6 +220,7 @@ class Sapiens2Relight(io.ComfyNode):
         environment=None,
         pointmap=None,
         background=None,
+        foreground=None,
     ) -> io.NodeOutput:
         settings = relighting.RelightSettings(
             environment_intensity=environment_intensity,
@@ -235,6 +244,7 @@ class Sapiens2Relight(io.ComfyNode):
             environment=environment,
             pointmap=pointmap,
             background=background,
+            foreground=foreground,
             host=ComfyHost(cls.hidden.unique_id),
         )
         return io.NodeOutput(relit, light_map)

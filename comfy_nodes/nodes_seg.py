@@ -113,13 +113,22 @@ class Sapiens2BodyPartMask(io.ComfyNode):
                     tooltip="0 = everyone. 1 = only the largest person, 2 = the second largest, ... (people are "
                     "connected body regions, as Pose finds them); a frame with fewer people gives an empty mask.",
                 ),
+                io.Mask.Input(
+                    "person_mask",
+                    optional=True,  # added later: saved API prompts without it keep working
+                    tooltip="Soft person alpha, e.g. 'alpha' of Sapiens2 Matte (same size as the image): where the "
+                    "selected parts meet the background, the mask's edge follows it (hair strands, motion blur) "
+                    "instead of the segmentation's hard edge. Applied before grow, feather and invert.",
+                ),
             ],
             outputs=[io.Mask.Output(id="mask", display_name="mask", tooltip="1 = selected parts.")],
         )
 
     @classmethod
     @node_errors(MASK_NAME)
-    def execute(cls, seg, preset, classes, exclude, grow, feather, invert, person=0) -> io.NodeOutput:
+    def execute(
+        cls, seg, preset, classes, exclude, grow, feather, invert, person=0, person_mask=None
+    ) -> io.NodeOutput:
         mask = masks.body_part_mask(
             seg,
             preset=preset,
@@ -129,6 +138,7 @@ class Sapiens2BodyPartMask(io.ComfyNode):
             feather=feather,
             invert=invert,
             person=person,
+            matte=person_mask,
             output_device=ComfyHost().output_device,
         )
         return io.NodeOutput(mask)

@@ -9,6 +9,9 @@ POSE = "SAPIENS2_POSE"  # TaskBatch of PoseResult: raw 308 keypoints per person,
 SEG = "SAPIENS2_SEG"  # TaskBatch of SegResult: class ids (H, W) per image
 NORMAL = "SAPIENS2_NORMAL"  # TaskBatch of NormalResult: unit float normals, canonical (OpenCV) camera frame
 POINTMAP = "SAPIENS2_POINTMAP"  # TaskBatch of PointmapResult: metric XYZ + scale + intrinsics
+MATTING = (
+    "SAPIENS2_MATTING"  # TaskBatch of MattingResult: soft alpha + pre-multiplied and straight foreground
+)
 LIGHTS = "SAPIENS2_LIGHTS"  # tuple[DirectionalLight, ...]
 POSE_KEYPOINT = "POSE_KEYPOINT"  # ComfyUI / controlnet_aux OpenPose frames (list of dicts)
 BOUNDING_BOX = "BOUNDING_BOX"  # ComfyUI core boxes: per image a list of {x, y, width, height}

@@ -118,6 +118,8 @@ def test_json_matches_contract(tmp_path: Path) -> None:
 
 def test_second_reader_openexr_api(tmp_path: Path) -> None:
     """Read the EXR with OpenEXR's own API: channel names, pixel types, row order and colour encoding."""
+    from sapiens2_studio.core.formats import bundle as bundle_mod
+
     frame = _frame()
     write_bundle(tmp_path, "shot", frame)
     with OpenEXR.File(str(tmp_path / "shot.exr"), separate_channels=True) as exr:
@@ -134,6 +136,12 @@ def test_second_reader_openexr_api(tmp_path: Path) -> None:
     assert channels["P.X"].dtype == np.float32 and channels["seg.id"].dtype == np.float32
     assert channels["Z"].dtype == np.float32 and channels["P.A"].dtype == np.float16
     assert channels["N.Z"].dtype == np.float16 and channels["R"].dtype == np.float16
+    for layer, names in bundle_mod._LAYER_CHANNELS.items():  # every layer as the one encoding table says
+        names = [n for n in names if n != "P.A"]  # P's validity channel is stored like a mask
+        if all(n in channels for n in names):
+            assert {channels[n].dtype for n in names} == {
+                np.dtype(bundle_mod.LAYER_ENCODING.pixel_types[layer])
+            }
     for i, axis in enumerate("XYZ"):  # catches non-contiguous views written as raw memory
         np.testing.assert_array_equal(channels[f"P.{axis}"], frame.points[..., i])
     # depth = P.Z; pixels without a point (here the background pixel (0, 0)) are 0 in P and Z and 0 in P.A
@@ -260,7 +268,7 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
 def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sapiens2_studio.core.formats import bundle as bundle_mod
 
-    def failing_write(path, channels, attributes=None):
+    def failing_write(path, channels, attributes=None, **options):
         Path(path).write_bytes(b"half")  # simulate a crash after a partial write
         raise OSError("disk full")
 

@@ -199,7 +199,9 @@ def _start(home: Path, frames: Path, out: Path, pause: str) -> subprocess.Popen:
         "--out",
         str(out),
     ]
-    cmd += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu"]
+    # One writer thread: the gate holds the frame it names, and with more writers the next frames would go on
+    # beside it (the kill tests, through `predict`, run with the default writers).
+    cmd += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu", "--writers", "0"]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -48,6 +48,10 @@ def test_an_image_is_converted_and_uploaded_once_for_all_tasks(tiny_checkpoints,
     monkeypatch.setattr(
         image_module, "_from_numpy", lambda arr, *a: conversions.append(arr.shape) or original(arr, *a)
     )
+    fast = image_module._uint8_pixels  # the 8-bit RGB path
+    monkeypatch.setattr(
+        image_module, "_uint8_pixels", lambda arr, *a: conversions.append(arr.shape) or fast(arr, *a)
+    )
     images = [np.full((40, 32, 3), 100 + i, np.uint8) for i in range(3)]
     studio = Studio(device="cpu")
     checkpoints = {t: tiny_checkpoints[t] for t in TASKS}

@@ -63,6 +63,42 @@ def background_image(capture: Capture, created: CreatedData) -> bpy.types.Image 
     return image
 
 
+MATTE_EPS = 1.0 / 255.0  # alpha at or below it has no straight colour (as in the writer)
+
+
+def matte_image(capture: Capture, created: CreatedData) -> bpy.types.Image | None:
+    """The person cut out for a front plate: straight colour (the matte's, else the photo's) with the matte's
+    alpha, 8-bit straight alpha; None when the bundle has no matte."""
+    if "alpha" not in capture.layers:
+        return None
+    h, w = capture.height, capture.width
+    alpha = capture.layers["alpha"]
+    if "matte" in capture.layers:  # linear pre-multiplied -> straight
+        visible = alpha > MATTE_EPS
+        colour = capture.layers["matte"] / np.where(visible, alpha, 1.0)[..., None]
+        colour[~visible] = 0.0
+    elif "rgb" in capture.layers:
+        colour = capture.layers["rgb"]
+    else:
+        colour = np.zeros((h, w, 3), dtype=np.float32)
+    image = created.add("images", bpy.data.images.new(f"{capture.name} matte", w, h, alpha=True))
+    image.alpha_mode = "STRAIGHT"
+    rgba = np.empty((h, w, 4), dtype=np.float32)
+    rgba[..., :3] = linear_to_srgb(colour)[::-1]  # Blender stores rows bottom-to-top
+    rgba[..., 3] = np.clip(alpha, 0.0, 1.0)[::-1]
+    image.pixels.foreach_set(rgba.ravel())
+    image.pack()
+    return image
+
+
+def add_matte_plate(cam: bpy.types.Camera, image: bpy.types.Image):
+    """Show the cut-out person in front of the scene in the camera view: CG placed behind them is hidden where
+    the matte is opaque and shows through its soft edges (hair, motion blur)."""
+    plate = add_plate(cam, image)
+    plate.display_depth = "FRONT"
+    return plate
+
+
 def add_plate(cam: bpy.types.Camera, image: bpy.types.Image):
     """Show ``image`` behind the camera view, filling the frame exactly."""
     plate = cam.background_images.new()
@@ -96,6 +132,9 @@ def create_camera(
         image = background_image(capture, created)
         if image is not None:
             add_plate(cam, image)
+        matte = matte_image(capture, created)
+        if matte is not None:
+            add_matte_plate(cam, matte)
     scene.camera = obj  # the imported view becomes the render view
     return obj
 

@@ -7,8 +7,11 @@ import bpy
 from .tracking import CreatedData
 
 
-def attribute_material(name: str, attribute: str, created: CreatedData) -> bpy.types.Material:
-    """Principled BSDF whose base colour reads ``attribute`` (a colour attribute of the mesh)."""
+def attribute_material(
+    name: str, attribute: str, created: CreatedData, alpha: str | None = None
+) -> bpy.types.Material:
+    """Principled BSDF whose base colour reads ``attribute`` (a colour attribute of the mesh) and, with ``alpha``
+    (a float attribute: the matte), whose opacity follows it, so the silhouette renders with soft edges."""
     material = created.add("materials", bpy.data.materials.new(name))
     if material.node_tree is None:  # 4.x; 5.0 creates the node tree itself and deprecates use_nodes
         material.use_nodes = True
@@ -20,6 +23,12 @@ def attribute_material(name: str, attribute: str, created: CreatedData) -> bpy.t
     attr.attribute_name = attribute
     attr.location = (shader.location.x - 300, shader.location.y)
     links.new(attr.outputs["Color"], shader.inputs["Base Color"])
+    if alpha is not None:
+        opacity = nodes.new("ShaderNodeAttribute")
+        opacity.attribute_type = "GEOMETRY"
+        opacity.attribute_name = alpha
+        opacity.location = (shader.location.x - 300, shader.location.y - 200)
+        links.new(opacity.outputs["Fac"], shader.inputs["Alpha"])
     return material
 
 

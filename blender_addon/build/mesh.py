@@ -19,6 +19,7 @@ from .tracking import CreatedData
 
 COLOR_ATTRIBUTE = "Color"
 ALBEDO_ATTRIBUTE = "Albedo"
+ALPHA_ATTRIBUTE = "alpha"  # the matte's soft alpha per vertex (bundles with a matting layer)
 
 
 def capture_grid(capture: Capture, options: ImportOptions, faces: bool) -> GridMesh:
@@ -67,6 +68,11 @@ def _add_attributes(mesh: bpy.types.Mesh, capture: Capture, grid: GridMesh) -> l
         mesh.attributes.new("confidence", "FLOAT", "POINT")
         mesh.attributes["confidence"].data.foreach_set(
             "value", capture.layers.sample(confidence, grid.rows, grid.cols)
+        )
+    if "alpha" in capture.layers:
+        mesh.attributes.new(ALPHA_ATTRIBUTE, "FLOAT", "POINT")
+        mesh.attributes[ALPHA_ATTRIBUTE].data.foreach_set(
+            "value", capture.layers.sample("alpha", grid.rows, grid.cols)
         )
     return colors
 
@@ -133,9 +139,11 @@ def create_mesh_object(
     obj, _, active = _grid_object(name, capture, options, collection, created, faces=True)
     if active and options.color_source != "NONE":
         materials = {} if materials is None else materials
-        if active not in materials:
-            materials[active] = attribute_material(f"{name} ({active})", active, created)
-        obj.data.materials.append(materials[active])
+        alpha = ALPHA_ATTRIBUTE if ALPHA_ATTRIBUTE in obj.data.attributes else None
+        key = active if alpha is None else f"{active}+{alpha}"
+        if key not in materials:
+            materials[key] = attribute_material(f"{name} ({active})", active, created, alpha)
+        obj.data.materials.append(materials[key])
     return obj
 
 
@@ -149,7 +157,8 @@ def create_points_object(
     )
     # Half the spacing between neighbouring samples, so points just touch.
     radius = 0.5 * depth / capture.camera.fx * options.mesh_stride * options.global_scale
-    material = attribute_material(f"{name} ({active})", active, created) if active else None
+    alpha = ALPHA_ATTRIBUTE if ALPHA_ATTRIBUTE in obj.data.attributes else None
+    material = attribute_material(f"{name} ({active})", active, created, alpha) if active else None
     modifier = obj.modifiers.new("Sapiens2 Points", "NODES")
     modifier.node_group = points_node_group(f"{name} points", radius, material, created)
     return obj

@@ -76,7 +76,7 @@ class Capture:
     exr_path: Path | None = None
     layers: Layers = field(
         default_factory=Layers
-    )  # "rgb", "P", "N", "albedo", "seg", "mask", "A", "confidence"
+    )  # "rgb", "P", "N", "albedo", "seg", "mask", "alpha", "matte", "A", "confidence"
     legacy_normals: bool = False  # a 1.0 bundle with normals: load_layers converts them to OpenCV
     notes: list[str] = field(default_factory=list)  # what the reader converted, for the import report
 

@@ -16,6 +16,8 @@ GROUPS = {
     "P": ("P.X", "P.Y", "P.Z"),
     "N": ("N.X", "N.Y", "N.Z"),
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
+    "matte": ("matte.R", "matte.G", "matte.B"),  # the person's linear colour pre-multiplied by alpha
+    "alpha": ("matte.A",),  # the matting model's soft alpha
 }
 SINGLES = ("A", "seg", "mask", "confidence")
 # Single-channel layers by their EXR channel: bundle 1.1 names first (layered, so other tools list them as layers),

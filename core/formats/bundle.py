@@ -1,8 +1,9 @@
 """Capture bundle v1 (docs/formats.md): one frame = `<name>.exr` + `<name>.json`, sequences add an index.
 
-Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks`. Version
-1.0 files (written before the normal models' frame was settled) hold the model's raw OpenGL-frame normals
-under the label "opencv"; the reader converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
+Version 1.1 stores normals in the canonical OpenCV camera frame and may hold the cross-task `checks` and the
+matting layer (`matte.R/G/B/A`; a file without it reads with no alpha). Version 1.0 files (written before the
+normal models' frame was settled) hold the model's raw OpenGL-frame normals under the label "opencv"; the reader
+converts them and says so once (`LegacyNormalsWarning`, `frame.notes`).
 
 The bundle is the contract between the CLI/ComfyUI (writers) and Blender/Nuke (readers), so the writer is
 strict about shapes and the reader reports exactly which file is wrong and why. Writes are atomic: both files go
@@ -65,7 +66,10 @@ LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
 # the depth Z sits in a `layer.channel` layer, so OpenImageIO, Nuke and Blender list the layers by name; `Z` is the
 # standard depth channel name (OpenImageIO's z_channel, Blender's Depth pass). P.A marks the pixels that have a
 # point (1) or none (0; their P and Z are 0).
-_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask")
+# The matte is one EXR layer `matte` (R, G, B, A) as compositors expect it: colour pre-multiplied by alpha in
+# linear light. JSON layer "alpha" = its A alone; "matte" = the whole layer (the straight foreground is RGB / A).
+_LAYER_ORDER = ("rgba", "depth", "P", "N", "albedo", "seg", "mask", "alpha", "matte")
+_MATTE_EPS = 1.0 / 255.0  # = core.pipeline.postprocess.MATTE_EPS: at or below it the straight colour is 0
 _LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
     "depth": ("Z",),
@@ -74,6 +78,8 @@ _LAYER_CHANNELS = {
     "albedo": ("albedo.R", "albedo.G", "albedo.B"),
     "seg": ("seg.id",),
     "mask": ("mask.A",),
+    "alpha": ("matte.A",),
+    "matte": ("matte.R", "matte.G", "matte.B", "matte.A"),
 }
 # Channels of a layer that a 1.0 file may lack, and the 1.0 names of renamed channels (read, never written).
 _SINCE_1_1 = frozenset({"P.A"})
@@ -82,6 +88,34 @@ _CHANNELS_1_0 = {"seg.id": "seg", "mask.A": "mask"}
 # it cannot find (and reads the rest of the file) instead of refusing the file; 1.0 files list "seg" / "mask".
 _JSON_LAYER_NAMES = {"seg": "segmentation", "mask": "person_mask"}
 _LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
+
+
+@dataclass(frozen=True)
+class ExrEncoding:
+    """How a bundle's EXR stores its layers: a pixel type per layer (float16 → HALF, float32 → FLOAT) and the
+    file's compression (one per file: a single-part EXR compresses all its channels alike)."""
+
+    pixel_types: Mapping[str, type[np.floating]]
+    compression: str
+
+
+# The one place where the bundle's EXR encoding is chosen; measured per layer by benchmarks/bench_exr.py, what
+# each layer keeps is in docs/formats.md. Readers take any pixel type, so files written before and after read
+# the same way.
+LAYER_ENCODING = ExrEncoding(
+    pixel_types={
+        "rgba": np.float16,  # 8-bit sRGB decoded to linear: half keeps all 256 levels apart (smallest step 3e-4)
+        "depth": np.float32,  # metres, as P
+        "P": np.float32,  # metres: half would step 2 mm at 2 m and 4 mm at 5 m, which terraces a mesh
+        "N": np.float16,  # unit vectors: half's 2^-11 relative step is < 0.06° of direction
+        "albedo": np.float16,  # as rgba
+        "seg": np.float32,  # class ids: FLOAT, as id channels are read by compositors (exact in half too)
+        "mask": np.float16,  # 0..1; P.A (0 or 1) likewise
+        "alpha": np.float16,  # 0..1: 2^-11 relative step, far below an 8-bit matte's
+        "matte": np.float16,  # pre-multiplied linear colour, as rgba
+    },
+    compression="zip",
+)
 _CONVENTIONS = {
     "camera_frame": "opencv",
     "normals_frame": "opencv",
@@ -146,6 +180,8 @@ class CaptureFrame:
 
     `image` and `albedo` are sRGB-encoded 0..1 (float) or uint8; points are metric OpenCV-frame XYZ;
     normals are unit OpenCV-frame vectors (the canonical frame); seg holds class ids; mask is 0..1.
+    `alpha` is the matting model's soft alpha (0..1) and `foreground` its straight (un-premultiplied) colour,
+    sRGB-encoded like `image`; a foreground needs its alpha (the EXR stores them pre-multiplied, see above).
     `checks`: the cross-task geometry report (`core.studio.checks.GeometryReport` or its `to_dict()`), stored
     as the JSON's `checks` object when given. `notes`: what the reader did to bring an older file up to date.
     """
@@ -158,6 +194,8 @@ class CaptureFrame:
     albedo: np.ndarray | None = None
     seg: np.ndarray | None = None
     mask: np.ndarray | None = None
+    alpha: np.ndarray | None = None
+    foreground: np.ndarray | None = None
     camera: dict[str, Any] | None = None
     people: list[Any] = field(default_factory=list)
     models: list[dict[str, Any]] = field(default_factory=list)
@@ -245,6 +283,21 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
+@lru_cache(maxsize=1)
+def _srgb_u8_table() -> np.ndarray:
+    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it."""
+    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+
+
+def _as_linear(name: str, array: np.ndarray) -> np.ndarray:
+    """sRGB image → scene-linear float32 (H, W, 3). 8-bit colour goes through a 256-entry table: the same values
+    as the float path, one lookup per pixel instead of a power (the bundle writer's costliest numpy step)."""
+    arr = to_numpy(array)
+    if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] in (3, 4):
+        return _srgb_u8_table()[arr[..., :3]]
+    return srgb_to_linear(_as_srgb_float(name, arr))
+
+
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
     """Pointmap value at the pixel containing each keypoint; NaN rows where outside or invalid."""
     height, width = points.shape[:2]
@@ -275,10 +328,12 @@ def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
 def point_channels(points: Any) -> dict[str, np.ndarray]:
     """The EXR channels of a pointmap: depth `Z`, `P.X/Y/Z` and the validity `P.A` (docs/formats.md §2.1)."""
     pts, valid = stored_points(points)
-    channels = {"Z": np.ascontiguousarray(pts[..., 2])}  # 0 where no point: "zero is infinitely far"
+    pixel = LAYER_ENCODING.pixel_types
+    # 0 where no point: "zero is infinitely far"
+    channels = {"Z": np.ascontiguousarray(pts[..., 2], dtype=pixel["depth"])}
     for i, axis in enumerate("XYZ"):
-        channels[f"P.{axis}"] = pts[..., i]
-    channels["P.A"] = valid[..., 0].astype(np.float16)
+        channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
+    channels["P.A"] = valid[..., 0].astype(pixel["mask"])
     return channels
 
 
@@ -286,42 +341,68 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
     h, w = frame.height, frame.width
     channels: dict[str, np.ndarray] = {}
     layers: list[str] = []
+    pixel = LAYER_ENCODING.pixel_types
     if frame.image is not None:
-        linear = srgb_to_linear(_as_srgb_float("image", frame.image))
+        linear = _as_linear("image", frame.image)
         _check_shape("image", linear, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[ch] = linear[..., i].astype(np.float16)
-        channels["A"] = np.ones((h, w), np.float16)
+            channels[ch] = linear[..., i].astype(pixel["rgba"])
+        channels["A"] = np.ones((h, w), pixel["rgba"])
         layers.append("rgba")
     if frame.points is not None:
         _check_shape("points", to_numpy(frame.points), h, w, 3)
         channels.update(point_channels(frame.points))
         layers += ["depth", "P"]
     if frame.normals is not None:
-        nrm = to_numpy(frame.normals).astype(np.float32)
+        nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
         _check_shape("normals", nrm, h, w, 3)
         for i, axis in enumerate("XYZ"):
-            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(np.float16)
+            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(pixel["N"])
         layers.append("N")
     if frame.albedo is not None:
-        alb = srgb_to_linear(_as_srgb_float("albedo", frame.albedo))
+        alb = _as_linear("albedo", frame.albedo)
         _check_shape("albedo", alb, h, w, 3)
         for i, ch in enumerate("RGB"):
-            channels[f"albedo.{ch}"] = alb[..., i].astype(np.float16)
+            channels[f"albedo.{ch}"] = alb[..., i].astype(pixel["albedo"])
         layers.append("albedo")
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg.id"] = seg.astype(np.float32)
+        channels["seg.id"] = seg.astype(pixel["seg"])
         layers.append("seg")
     if frame.mask is not None:
         mask = to_numpy(frame.mask).astype(np.float32)
         _check_shape("mask", mask, h, w, None)
-        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(np.float16)
+        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(pixel["mask"])
         layers.append("mask")
+    if frame.alpha is not None:
+        _matte_channels(frame, channels, layers)
+    elif frame.foreground is not None:
+        raise BundleError("CaptureFrame.foreground needs its alpha (CaptureFrame.alpha)")
     if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         channels["A"] = np.ones((h, w), np.float16)
     return channels, layers
+
+
+def _matte_channels(frame: CaptureFrame, channels: dict[str, np.ndarray], layers: list[str]) -> None:
+    """`matte.A` = alpha; with a foreground also `matte.R/G/B` = its linear colour × alpha (pre-multiplied)."""
+    alpha = np.clip(np.nan_to_num(to_numpy(frame.alpha).astype(np.float32), nan=0.0), 0.0, 1.0)
+    _check_shape("alpha", alpha, frame.height, frame.width, None)
+    channels["matte.A"] = alpha.astype(LAYER_ENCODING.pixel_types["alpha"])
+    layers.append("alpha")
+    if frame.foreground is not None:
+        colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", frame.foreground), 0.0, 1.0))
+        _check_shape("foreground", colour, frame.height, frame.width, 3)
+        for i, ch in enumerate("RGB"):
+            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(LAYER_ENCODING.pixel_types["matte"])
+        layers.append("matte")
+
+
+def _straight_foreground(premultiplied: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """sRGB straight colour from the EXR's linear pre-multiplied matte: RGB / A where A > 1/255, else 0."""
+    safe = np.where(alpha > _MATTE_EPS, alpha, 1.0)[..., None]
+    straight = np.clip(premultiplied / safe, 0.0, 1.0)
+    return np.where((alpha > _MATTE_EPS)[..., None], linear_to_srgb(straight), 0.0).astype(np.float32)
 
 
 def _checks_json(checks: Any) -> dict[str, Any] | None:
@@ -443,7 +524,7 @@ def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame
     channels, layers = _exr_channels(frame)
     people = _prepare_people(frame)
     doc = _frame_json(frame, sanitize_name(name), people, layers)
-    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION})
+    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
     return doc
 
 
@@ -479,7 +560,7 @@ def restage_bundle(
     order = [c for layer in _LAYER_ORDER for c in _LAYER_CHANNELS[layer] if c in channels]
     ordered = {c: channels[c] for c in [*order, *sorted(set(channels) - set(order))]}
     doc = _frame_json(frame, sanitize_name(name), _prepare_people(frame), _layers_of(frame))
-    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION})
+    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
     return doc
 
 
@@ -628,6 +709,10 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
         frame.seg = np.rint(channels[names["seg"][0]]).astype(np.int64)
     if "mask" in layers:
         frame.mask = channels[names["mask"][0]].astype(np.float32)
+    if "alpha" in layers or "matte" in layers:
+        frame.alpha = channels["matte.A"].astype(np.float32)
+    if "matte" in layers:
+        frame.foreground = _straight_foreground(_stack(channels, _LAYER_CHANNELS["matte"][:3]), frame.alpha)
     frame.camera = doc.get("camera")
     frame.people = _parse_people(path, doc.get("people", []))
     frame.models = list(doc.get("models", []))

@@ -20,6 +20,18 @@ from .errors import ExrError
 __all__ = ["ExrError", "linear_to_srgb", "read_exr", "require_openexr", "srgb_to_linear", "write_exr"]
 
 _ALLOWED_DTYPES = (np.float16, np.float32, np.uint32)
+# Compression names → the `openexr` constants (the lossless ones every OpenEXR 2.x/3.x reader decodes, and the two
+# lossy ones the benchmark compares). One per file: a single-part EXR has one compression for all its channels.
+COMPRESSIONS = {
+    "none": "NO_COMPRESSION",
+    "rle": "RLE_COMPRESSION",
+    "zips": "ZIPS_COMPRESSION",
+    "zip": "ZIP_COMPRESSION",
+    "piz": "PIZ_COMPRESSION",
+    "pxr24": "PXR24_COMPRESSION",
+    "b44": "B44_COMPRESSION",
+    "dwaa": "DWAA_COMPRESSION",
+}
 
 
 def require_openexr() -> Any:
@@ -56,14 +68,20 @@ def write_exr(
     path: str | os.PathLike[str],
     channels: Mapping[str, np.ndarray],
     attributes: Mapping[str, Any] | None = None,
+    *,
+    compression: str = "zip",
 ) -> None:
-    """Write 2-D arrays as named channels of one single-part, scanline, ZIP-compressed EXR.
+    """Write 2-D arrays as named channels of one single-part, scanline EXR (`compression`: see COMPRESSIONS).
 
     Each array's dtype sets the pixel type (float16 → HALF, float32 → FLOAT, uint32 → UINT); every array is
     made C-contiguous first. All channels must share one (H, W) shape.
     """
     if not channels:
         raise ExrError(f"{path}: refusing to write an EXR with no channels")
+    if compression not in COMPRESSIONS:
+        raise ExrError(
+            f"{path}: unknown EXR compression {compression!r}; use one of {', '.join(COMPRESSIONS)}"
+        )
     OpenEXR = require_openexr()
     shape = None
     prepared: dict[str, np.ndarray] = {}
@@ -78,7 +96,10 @@ def write_exr(
         elif arr.shape != shape:
             raise ExrError(f"{path}: channel {name!r} has shape {arr.shape}, others have {shape}")
         prepared[name] = np.ascontiguousarray(arr)
-    header: dict[str, Any] = {"compression": OpenEXR.ZIP_COMPRESSION, "type": OpenEXR.scanlineimage}
+    header: dict[str, Any] = {
+        "compression": getattr(OpenEXR, COMPRESSIONS[compression]),
+        "type": OpenEXR.scanlineimage,
+    }
     header.update(attributes or {})
     try:
         with OpenEXR.File(header, prepared) as exr:

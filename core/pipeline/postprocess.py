@@ -92,7 +92,9 @@ def normals_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
     OpenGL: y up, z toward the viewer) to `CANONICAL_FRAME` (OpenCV, the pointmap's frame), a sign flip of y
     and z that commutes with the resize and the normalisation (docs/conventions.md).
     """
-    return model_to_canonical(unit_normals(uncrop(unit_normals(raw.to(torch.float32)), layout)), dim=-3)
+    full = uncrop(unit_normals(raw.to(torch.float32)), layout)  # a new tensor: finished in place below
+    full.div_(full.norm(dim=-3, keepdim=True).clamp_(min=1e-8))  # = unit_normals(full), no full-size copy
+    return model_to_canonical(full, dim=-3, inplace=True)
 
 
 def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from .boxes import boxes_for_image
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
-from .images import AlphaMode, ImageSource
+from .images import AlphaMode, ImageSource, PreparedImage
 from .matting import predict_matting
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
@@ -34,6 +34,7 @@ from .postprocess import (
 from .preprocess import (
     NET_H,
     NET_W,
+    DenseLayout,
     normalize,
     pose_crop,
     preprocess_dense,
@@ -113,6 +114,14 @@ def predict_seg(
     return results
 
 
+def _dense_input(prepared: PreparedImage) -> tuple[Tensor, DenseLayout]:
+    """The dense tasks' network input and layout of one image. Normal, albedo and pointmap pre-process an image
+    identically, so it is computed once and kept with the prepared image for the other dense tasks."""
+    if "dense" not in prepared.derived:
+        prepared.derived["dense"] = preprocess_dense(prepared.pixels, quantize=prepared.quantized)
+    return prepared.derived["dense"]
+
+
 def _predict_dense(
     model: Any,
     images: Any,
@@ -131,7 +140,7 @@ def _predict_dense(
     with torch.inference_mode():
         for chunk in _chunks(len(source), options["batch_size"]):
             prepared = [source.get(i, model.device) for i in chunk]
-            staged = [preprocess_dense(p.pixels, quantize=p.quantized) for p in prepared]
+            staged = [_dense_input(p) for p in prepared]
             out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
             for j, (_, layout) in enumerate(staged):
                 result = build(out, j, layout)
@@ -325,7 +334,7 @@ def predict(model: Any, images: Any, **options: Any) -> list[Any]:
     task = getattr(model, "task", None)
     if task not in PREDICTORS:
         raise TaskMismatchError(
-            f"no predictor for a {task!r} model; task checkpoints are pose, seg, normal, albedo or pointmap "
+            f"no predictor for a {task!r} model; task checkpoints are {', '.join(PREDICTORS)} "
             "(a pretrain checkpoint only gives backbone features)"
         )
     return PREDICTORS[task](model, images, **options)

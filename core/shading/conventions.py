@@ -66,19 +66,25 @@ def frame_signs(source: Convention, target: Convention) -> tuple[float, float, f
     return (s[0] * t[0], s[1] * t[1], s[2] * t[2])
 
 
-def model_to_canonical(n: Array, *, dim: int = -1) -> Array:
+def model_to_canonical(n: Array, *, dim: int = -1, inplace: bool = False) -> Array:
     """Normals as the model predicts them (`MODEL_NORMAL_FRAME`) → `CANONICAL_FRAME`, along axis `dim`.
 
     The pipeline's one conversion (`core.pipeline.postprocess.normals_to_image` calls it with dim=−3 on
-    (B, 3, H, W)); everything downstream is canonical."""
+    (B, 3, H, W), `inplace` on its own full-resolution result: a sign flip is exact either way, and a 54-megapixel
+    map is 650 MB); everything downstream is canonical."""
     signs = frame_signs(MODEL_NORMAL_FRAME, CANONICAL_FRAME)
     if n.shape[dim] != 3:
         raise ShadingError(f"normals need 3 components along dim {dim}, got shape {tuple(n.shape)}")
     shape = [1] * n.ndim
     shape[dim] = 3
     if isinstance(n, torch.Tensor):
-        return n * torch.tensor(signs, dtype=n.dtype, device=n.device).reshape(shape)
-    return n * np.asarray(signs, dtype=np.float32).reshape(shape)
+        factors = torch.tensor(signs, dtype=n.dtype, device=n.device).reshape(shape)
+        return n.mul_(factors) if inplace else n * factors
+    factors_np = np.asarray(signs, dtype=np.float32).reshape(shape)
+    if inplace:
+        n *= factors_np
+        return n
+    return n * factors_np
 
 
 def opencv_to_opengl(n: Array) -> Array:

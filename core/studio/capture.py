@@ -2,7 +2,8 @@
 
 The CLI, the Python API, ComfyUI's Save Capture Bundle and the Ray workers all build their bundles here, so the
 same photo and checkpoints give the same file everywhere. Rules (docs/formats.md):
-- the person mask is the given mask, else the segmentation's foreground (label > 0);
+- the person mask is the given mask, else the segmentation's foreground (label > 0), else where the matte's
+  alpha is at least 0.5 (the soft alpha itself is stored as its own layer, never as the mask);
 - pointmap points outside the person mask are not stored (invalid), as in the official demo, and 3D keypoints
   are sampled from the stored points only;
 - the camera comes from the pointmap's intrinsics when the predicted scale gives a valid focal length, else the
@@ -25,7 +26,15 @@ from .checks import check_geometry
 from .errors import StudioError
 from .host import Host
 
-BATCH_FIELDS = {"pose": "pose", "seg": "seg", "normal": "normals", "albedo": "albedo", "pointmap": "pointmap"}
+BATCH_FIELDS = {
+    "pose": "pose",
+    "seg": "seg",
+    "normal": "normals",
+    "albedo": "albedo",
+    "pointmap": "pointmap",
+    "matting": "matting",
+}
+MATTE_MASK_THRESHOLD = 0.5  # alpha at or above it is "person" where only a matte says who is there
 
 
 def _image_list(images: Any, where: str) -> list[np.ndarray]:
@@ -129,6 +138,8 @@ def capture_frames(
                 )
         elif results["seg"] is not None:
             frame_mask = (to_numpy(results["seg"].labels) > 0).astype(np.float32)
+        elif results["matting"] is not None:
+            frame_mask = (to_numpy(results["matting"].alpha) >= MATTE_MASK_THRESHOLD).astype(np.float32)
         frame = CaptureFrame(
             width=width,
             height=height,
@@ -141,15 +152,20 @@ def capture_frames(
             frame.seg = to_numpy(results["seg"].labels).astype(np.int32)
         if results["pose"] is not None:
             frame.people = list(results["pose"].people)
-        if results["normal"] is not None:
-            frame.normals = to_numpy(results["normal"].normals).astype(np.float32)
+        if (
+            results["normal"] is not None
+        ):  # asarray: a float32 result is shared, not copied (frames are read-only)
+            frame.normals = np.asarray(to_numpy(results["normal"].normals), dtype=np.float32)
         if results["albedo"] is not None:
             frame.albedo = to_numpy(results["albedo"].albedo).astype(np.float32)
         elif albedos is not None:
             frame.albedo = albedos[min(i, len(albedos) - 1)].astype(np.float32)
+        if results["matting"] is not None:
+            frame.alpha = to_numpy(results["matting"].alpha).astype(np.float32)
+            frame.foreground = to_numpy(results["matting"].foreground).astype(np.float32)
         pointmap = results["pointmap"]
         if pointmap is not None:
-            points = to_numpy(pointmap.points).astype(np.float32)
+            points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
             if frame_mask is not None:
                 points = np.where(frame_mask[..., None] > 0.5, points, 0.0).astype(np.float32)
             frame.points = points

@@ -18,6 +18,7 @@ from .. import catalogue
 from ..formats.bundle import CaptureFrame, CapturePerson
 from ..pipeline.results import SegResult
 from .batches import TaskBatch
+from .capture import MATTE_MASK_THRESHOLD
 
 
 def carried_seg(old: CaptureFrame | None, carry: Sequence[str]) -> SegResult | None:
@@ -58,6 +59,10 @@ def apply_carry(frame: CaptureFrame, old: CaptureFrame | None, carry: Sequence[s
         frame.points = points
         frame.pointmap_scale = old.pointmap_scale
         frame.camera = dict(old.camera) if old.camera else frame.camera
+    if "matting" in carry:
+        frame.alpha, frame.foreground = old.alpha, old.foreground
+        if frame.mask is None and old.alpha is not None:  # capture_frames' rule when only a matte gives one
+            frame.mask = (np.asarray(old.alpha) >= MATTE_MASK_THRESHOLD).astype(np.float32)
     records = {m.get("task"): dict(m) for m in frame.models}
     records.update({m.get("task"): dict(m) for m in old.models if m.get("task") in carry})
     frame.models = [records[t] for t in catalogue.RUN_ORDER if t in records]

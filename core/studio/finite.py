@@ -45,6 +45,8 @@ def nonfinite_count(task: str, result: Any) -> int:
         return _bad(result.albedo)
     if task == "pointmap":
         return _bad(result.points) + _bad(np.float64(result.scale))
+    if task == "matting":
+        return _bad(result.alpha) + _bad(result.foreground_premultiplied)
     return 0
 
 

@@ -16,6 +16,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
 from .outputs import remove_stale_frames
+from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
 from .resume import (
     RunInfo,
@@ -69,21 +71,24 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 class JobSpec:
     """Everything a predict job needs; the defaults are the CLI's.
 
-    checkpoints: task → file overriding the official file of `size`; batch_size: images per forward pass, or
-    "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks, do the rest
-    (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried over).
-    nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's id
-    (e.g. a render-farm job's, shared by its chunks); new when None. frames: (first, last) frame numbers of the
-    sequences to do now, a render-farm chunk: its frames are committed with their temporal pass pending and no
-    index, for `finalize` once every chunk is done (needs `run_id`). engine: "local" (this process) or "ray"
-    (`engines/ray_engine.py`: `ray_address` None starts Ray here, else joins that cluster; `workers` model
-    actors with `gpus_per_worker` GPUs each).
+    size: the official size of every task's checkpoint; None (the default) gives each task its own
+    `catalogue.default_size` (0.4b, and 1b for matting, which exists only at 1b), so adding matting to the
+    tasks never needs a size. checkpoints: task → file overriding the official file; batch_size: images per
+    forward pass, or "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks,
+    do the rest (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried
+    over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
+    id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
+    on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
+    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now, a render-farm chunk:
+    its frames are committed with their temporal pass pending and no index, for `finalize` once every chunk is
+    done (needs `run_id`). engine: "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address`
+    None starts Ray here, else joins that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
     """
 
     inputs: list[str | os.PathLike]
     out: str | os.PathLike
     tasks: tuple[str, ...] = catalogue.DEFAULT_TASKS
-    size: str = catalogue.DEFAULT_SIZE
+    size: str | None = None
     checkpoints: dict[str, str | os.PathLike] = field(default_factory=dict)
     checkpoint_dir: str | os.PathLike | None = None
     allow_download: bool = True
@@ -102,11 +107,16 @@ class JobSpec:
     clean: bool = False
     nonfinite: str = "warn"
     run_id: str | None = None
+    writers: int = DEFAULT_WRITERS
     frames: tuple[int, int] | None = None
     engine: str = "local"
     ray_address: str | None = None
     workers: int | None = None
     gpus_per_worker: float | None = None
+
+    def size_for(self, task: str) -> str:
+        """The official size used for `task`: the forced `size`, else the task's default size."""
+        return self.size or catalogue.default_size(task)
 
     def validate(self) -> None:
         """Cheap checks of the spec itself, before anything is read or loaded."""
@@ -170,6 +180,8 @@ class JobSpec:
             raise StudioError(
                 f"run id {self.run_id!r}: use 1–80 letters, digits, '_', '-' or '.', starting with a letter or digit"
             )
+        if not isinstance(self.writers, int) or self.writers < 0:
+            raise StudioError(f"the number of writers must be 0 or more, got {self.writers!r}")
 
 
 @dataclass
@@ -203,10 +215,10 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             continue
         try:
             paths[task] = hub.ensure_checkpoint(
-                task, spec.size, spec.checkpoint_dir, allow_download=spec.allow_download
+                task, spec.size_for(task), spec.checkpoint_dir, allow_download=spec.allow_download
             )
         except hub.HubError as exc:  # keep going: the user should learn about every missing file at once
-            problems.append(exc)
+            problems.append(_forced_size_advice(exc, task, spec.size))
     if len(problems) == 1:
         raise problems[0]
     if problems:
@@ -216,6 +228,21 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             hints={k: v.replace(f"{first_task(first)}=", "TASK=") for k, v in first.hints.items()},
         )
     return paths
+
+
+def _forced_size_advice(error: hub.HubError, task: str, size: str | None) -> hub.HubError:
+    """A forced size at which `task` was never released: say how to get the task's own size instead."""
+    released = catalogue.RELEASED.get(task, ())
+    if size is None or not released or size in released:
+        return error
+    return hub.HubError(
+        error.message,
+        hints={
+            "cli": f"leave out --size (each task then uses its own default: {task} "
+            f"{catalogue.default_size(task)}) or pass --checkpoint {task}=PATH",
+            "python": f"leave size=None (each task then uses its own default size) or give a {task} checkpoint",
+        },
+    )
 
 
 def first_task(error: hub.HubError) -> str:
@@ -302,15 +329,16 @@ class PredictJob:
                 recover_left_overs(self.out, self.host)
             if self.spec.skip_existing:
                 self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in self.paths.items()}
-            self._run_images([j for j in self.jobs if isinstance(j, ImageJob)])
-            for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
-                count, error = self._run_sequence(sequence)
-                if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
-                    marker = self.out / sequence.name / f"{sequence.name}.partial.json"
-                    state = "no index, marked partial" if marker.exists() else "nothing changed there"
-                    self.report.failures.append(
-                        f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
-                    )
+            with OrderedWriter(self.spec.writers) as self._writers:  # see pipelining.py
+                self._run_images([j for j in self.jobs if isinstance(j, ImageJob)])
+                for sequence in (j for j in self.jobs if isinstance(j, SequenceJob)):
+                    count, error = self._run_sequence(sequence)
+                    if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                        marker = self.out / sequence.name / f"{sequence.name}.partial.json"
+                        state = "no index, marked partial" if marker.exists() else "nothing changed there"
+                        self.report.failures.append(
+                            f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
+                        )
         finally:
             if lock is not None:
                 lock.release()
@@ -358,12 +386,25 @@ class PredictJob:
         return compute_frames(items, self.spec, self.host, self._ensure_models)
 
     def _commit(
-        self, item: FrameItem, frame: CaptureFrame, run: RunInfo, temporal: dict[str, Any] | None = None
+        self,
+        item: FrameItem,
+        frame: CaptureFrame,
+        run: RunInfo,
+        done: Callable[[], Any] | None = None,
+        temporal: dict[str, Any] | None = None,
     ) -> None:
-        """One frame's transaction: sidecars and EXR staged, JSON last (transaction.py)."""
+        """One frame's transaction: sidecars and EXR staged, JSON last (stages.commit_frame). It runs on a
+        writer thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame
+        order (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
         self._make_folder(item.folder)
-        commit_frame(item, frame, run, self.spec, temporal=temporal)
-        self.report.written += 1
+        work = partial(commit_frame, item, frame, run, self.spec, temporal=temporal)
+
+        def committed(_: Any) -> None:
+            self.report.written += 1
+            if done is not None:
+                done()
+
+        self._writers.submit(work, committed)
 
     # ------------------------------------------------------------------------------------------------ images
 
@@ -378,9 +419,9 @@ class PredictJob:
             for index, (item, frame) in enumerate(zip(chunk, frames)):
                 if index in refused:
                     self.report.failures.append(refused[index].message)
+                    self._item_done(item.label)
                 else:
-                    self._commit(item, frame, self.run_info)
-                self._item_done(item.label)
+                    self._commit(item, frame, self.run_info, partial(self._item_done, item.label))
             chunk.clear()
 
         for job in jobs:
@@ -425,7 +466,8 @@ class PredictJob:
                     raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
                 yield number, path.name, (lambda p=path: load_image(p)), source
             return
-        for number, (name, image) in enumerate(sequence.iter_frames(), start=1):
+        ahead = self.batch if self.spec.writers else 0  # decode the next chunk while the models run
+        for number, (name, image) in enumerate(prefetch(sequence.iter_frames(), ahead), start=1):
             yield number, name, (lambda im=image: im), video_source(sequence.video, number)
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, StudioError | None]:
@@ -476,11 +518,14 @@ class PredictJob:
                     raise refused[index]  # a refused frame stops its sequence, like an unreadable one
                 pending = temporal_record(self.spec, fps, item.plan) if deferred else None
                 if not deferred:
-                    temporal.computed(frame, item.plan.compute)
-                self._commit(item, frame, run, pending)
-                writer.record(item.number, f"{item.name}.json")
-                self._item_done(item.label)
-                state["done"] += 1
+                    temporal.computed(frame, item.plan.compute)  # in frame order, before the commit
+
+                def recorded(item: FrameItem = item) -> None:
+                    writer.record(item.number, f"{item.name}.json")
+                    self._item_done(item.label)
+                    state["done"] += 1
+
+                self._commit(item, frame, run, recorded, pending)
             buffer.clear()
 
         try:
@@ -497,6 +542,7 @@ class PredictJob:
                 plan = plan_frame(folder, name, expect, run.id, accept_pending=deferred)
                 if plan.action != "write":
                     flush()
+                    self._writers.drain()  # the index records frames in order
                     if plan.action == "relabel":
                         begin()
                         commit_document(folder, name, relabelled(plan.doc or {}, run))
@@ -517,7 +563,9 @@ class PredictJob:
                     flush()
             flush()
         except (InputError, NonFiniteOutputError) as exc:
+            self._writers.drain()  # the frames before the broken one are complete: commit them
             return state["done"], exc
+        self._writers.drain()
         count = state["done"]
         if count == 0:
             what = "no frames in the range" if deferred else "no frames could be read"

@@ -1,4 +1,5 @@
-"""Body-part masks from Sapiens2 segmentation: named groups, try-on presets, grow/shrink, feather, invert."""
+"""Body-part masks from Sapiens2 segmentation: named groups, try-on presets, grow/shrink, feather, invert, and
+soft outer edges from a matte."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch.nn.functional as F
 
 from ..pipeline.boxes import boxes_from_labels
 from ..pipeline.errors import UnknownSegClassError
+from ..pipeline.postprocess import MATTE_EPS
 from ..pipeline.seg_groups import SEG_GROUPS, labels_to_mask, resolve_classes
 from ..shading.shadows import gaussian_blur
 from .batches import TaskBatch, require_batch
@@ -55,17 +57,23 @@ def body_part_mask(
     feather: float = 0.0,
     invert: bool = False,
     person: int = 0,
+    matte: torch.Tensor | None = None,
     output_device: torch.device | str = "cpu",
 ) -> torch.Tensor:
     """MASK ``(B, H, W)``: 1 where the selected body parts are (0 there with ``invert``); ``person`` N > 0 keeps
-    only the N-th largest person."""
+    only the N-th largest person. ``matte``: a soft person alpha ``(B, H, W)`` or ``(H, W)`` (one serves every
+    image), applied before grow/feather/invert as `matte_parts` describes."""
     seg = require_batch(seg, "seg", "", "seg")
     ids = selected_classes(preset, classes, exclude)
     if person < 0:
         raise StudioError(f"person must be 0 (everyone) or 1, 2, ... (largest first), got {person}")
+    mattes = _check_matte(matte, seg)
     masks = []
-    for result in seg.results:
-        m = labels_to_mask(result.labels, ids).to(torch.float32)
+    for i, result in enumerate(seg.results):
+        if mattes is None:
+            m = labels_to_mask(result.labels, ids).to(torch.float32)
+        else:
+            m = matte_parts(result.labels, ids, mattes[min(i, len(mattes) - 1)].to(result.labels.device))
         if person:
             m = m * person_region(result.labels, person)
         m = grow_mask(m, grow)
@@ -78,6 +86,56 @@ def body_part_mask(
             f"the segmentations have different sizes {sorted(sizes)}; cannot form one mask batch"
         )
     return torch.stack(masks).to(output_device)
+
+
+def _check_matte(matte: torch.Tensor | None, seg: TaskBatch) -> torch.Tensor | None:
+    """(N, H, W) float mattes (N = 1 or one per segmentation) of the segmentations' size, or None."""
+    if matte is None:
+        return None
+    if not isinstance(matte, torch.Tensor) or matte.ndim not in (2, 3):
+        shape = tuple(matte.shape) if isinstance(matte, torch.Tensor) else type(matte).__name__
+        raise StudioError(f"'person_mask' must be a mask (B, H, W), got {shape}")
+    m = (matte[None] if matte.ndim == 2 else matte).to(torch.float32).clamp(0.0, 1.0)
+    h, w = seg.results[0].labels.shape[-2:]
+    if tuple(m.shape[1:]) != (h, w):
+        raise StudioError(
+            f"'person_mask' is {m.shape[2]}x{m.shape[1]} but the segmentation is {w}x{h}; matte the same image",
+        )
+    if m.shape[0] not in (1, len(seg)):
+        raise StudioError(
+            f"'person_mask' has {m.shape[0]} masks for {len(seg)} segmentations; give one or one per image"
+        )
+    return m
+
+
+def matte_parts(
+    labels: torch.Tensor, ids: tuple[int, ...] | list[int], alpha: torch.Tensor, eps: float = MATTE_EPS
+) -> torch.Tensor:
+    """Soft mask (H, W) of the classes ``ids`` whose edges toward the background follow a matte's ``alpha``.
+
+    Why: segmentation gives every pixel one class, so hair strands, motion blur and sheer cloth end in a hard
+    stair-step where the person meets the background; the matte knows how much of each such pixel is person.
+    How: pixels the segmentation calls background but where alpha > ``eps`` (the matte's fringe) take the
+    label of the nearest body part (grown outward one pixel at a time; where two parts are equally near, the
+    higher class id), then mask = (label in ``ids``) × alpha. Edges between two body parts stay where the
+    segmentation put them (alpha is ~1 inside the person); only the outer silhouette becomes soft.
+    """
+    labels = labels.to(torch.long)
+    alpha = alpha.to(device=labels.device, dtype=torch.float32).clamp(0.0, 1.0)
+    filled = labels.clone()
+    fringe = (labels == 0) & (alpha > eps)
+    for _ in range(max(labels.shape[-2:])):
+        open_ = fringe & (filled == 0)
+        if not open_.any():
+            break
+        nearest = F.max_pool2d(filled[None, None].to(torch.float32), 3, stride=1, padding=1)[0, 0].to(
+            torch.long
+        )
+        grow = open_ & (nearest > 0)
+        if not grow.any():  # fringe pixels that touch no body part at all (a matte of someone seg missed)
+            break
+        filled = torch.where(grow, nearest, filled)
+    return labels_to_mask(filled, tuple(ids)).to(torch.float32) * alpha
 
 
 def person_region(labels: torch.Tensor, person: int) -> torch.Tensor:

@@ -24,6 +24,8 @@ from ..formats.mesh import pointmap_to_mesh, write_mesh
 from .drawing import pose_preview
 from .previews import (
     albedo_preview,
+    alpha_preview,
+    cutout_preview,
     depth_preview,
     normal_map,
     save_png,
@@ -44,6 +46,8 @@ OUTPUT_SUFFIXES = (
     ".normal.png",
     ".depth.png",
     ".albedo.png",
+    ".alpha.png",
+    ".foreground.png",
     ".keypoints.json",
     ".openpose.json",
     ".ply",
@@ -67,6 +71,10 @@ def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, Any]:
         out["depth"] = depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
     if frame.albedo is not None:
         out["albedo"] = albedo_preview(frame.albedo)
+    if frame.alpha is not None:
+        out["alpha"] = alpha_preview(frame.alpha)
+        if frame.foreground is not None:
+            out["foreground"] = cutout_preview(frame.foreground, frame.alpha)
     return out
 
 

@@ -1,4 +1,5 @@
-"""Previews of predictions: seg colours, normal maps, depth maps, albedo — one implementation for every front-end.
+"""Previews of predictions: seg colours, normal maps, depth maps, albedo, mattes — one implementation for every
+front-end.
 
 Previews are for looking, not for data (the capture bundle holds the data). They work on torch tensors on any
 device (ComfyUI keeps node outputs on its intermediate device) and return float RGB in [0, 1]; `to_uint8` and
@@ -24,6 +25,10 @@ NORMAL_PREVIEW_CONVENTION = (
 )
 DEPTH_COLORMAPS = ("grey", "ramp")
 QUANTILE_SAMPLES = 1_000_000  # depth values the 1st/99th percentiles are estimated from
+# zlib level of preview PNGs: 1 encodes ~2x faster than PIL's default 6 for 5-20 % larger files (measured on 1080p
+# previews, docs/performance.md); previews are for looking, the bundle holds the data.
+PNG_COMPRESS_LEVEL = 1
+RAMP_STEPS = 4096  # entries of the depth colour table (steps of 1/4095: below one 8-bit level)
 # Control points of a perceptual dark-to-bright colour ramp (near = bright yellow, far = dark purple).
 _RAMP = (
     (0.05, 0.03, 0.20),
@@ -74,6 +79,18 @@ def albedo_preview(albedo: Any, mask: Any = None) -> torch.Tensor:
     return a.clamp(0.0, 1.0)
 
 
+def alpha_preview(alpha: Any) -> torch.Tensor:
+    """A matte's alpha (H, W) as a grey image in [0, 1] (white = person), for a PNG or a MASK."""
+    return _tensor(alpha).to(torch.float32).clamp(0.0, 1.0)
+
+
+def cutout_preview(foreground: Any, alpha: Any) -> torch.Tensor:
+    """(H, W, 4) straight colour + alpha: the person cut out, as PNG files and ComfyUI's IMAGE + MASK expect it
+    (straight, not pre-multiplied, alpha)."""
+    colour = _tensor(foreground).to(torch.float32).clamp(0.0, 1.0)
+    return torch.cat([colour, alpha_preview(alpha).to(colour.device)[..., None]], dim=-1)
+
+
 def valid_depth(points: Any, mask: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(depth Z, valid) of a pointmap (H, W, 3): valid = finite, in front of the camera and inside `mask`."""
     z = _tensor(points).to(torch.float32)[..., 2]
@@ -116,12 +133,20 @@ def depth_preview(
     return torch.stack(out).to(torch.float32)
 
 
-def _ramp(t: torch.Tensor) -> torch.Tensor:
+def _ramp_colours(t: torch.Tensor) -> torch.Tensor:
+    """The colour ramp at t in [0, 1] (…, 3): linear between the control points."""
     ramp = torch.tensor(_RAMP, dtype=torch.float32, device=t.device)
     pos = t * (len(_RAMP) - 1)
     i0 = pos.long().clamp(max=len(_RAMP) - 2)
     frac = (pos - i0)[..., None]
     return ramp[i0] * (1 - frac) + ramp[i0 + 1] * frac
+
+
+def _ramp(t: torch.Tensor) -> torch.Tensor:
+    """`_ramp_colours` through a RAMP_STEPS-entry table: one lookup per pixel instead of two gathers and a blend
+    of three channels (a 1080p depth preview: 180 → ~40 ms), within 1/4095 of the exact ramp."""
+    table = _ramp_colours(torch.linspace(0.0, 1.0, RAMP_STEPS, device=t.device))
+    return table[(t * (RAMP_STEPS - 1)).round_().long().clamp_(0, RAMP_STEPS - 1)]
 
 
 def _valid_sample(depth: torch.Tensor, valid: torch.Tensor, count: int, seed: int) -> torch.Tensor:
@@ -137,8 +162,19 @@ def _depth_range(values: torch.Tensor) -> tuple[float, float]:
     """1st and 99th percentile of (already sampled) valid depth values; (0, 1) when there are none."""
     if values.numel() == 0:
         return 0.0, 1.0
-    lo, hi = torch.quantile(values, torch.tensor([0.01, 0.99], device=values.device)).tolist()
-    return lo, hi
+    return _quantile(values, 0.01), _quantile(values, 0.99)
+
+
+def _quantile(values: torch.Tensor, q: float) -> float:
+    """`torch.quantile(values, q)` (linear interpolation between order statistics) by selection, not a full
+    sort: two `kthvalue` calls are ~5x cheaper on the million samples of a preview."""
+    rank = q * (values.numel() - 1)
+    below = int(rank)
+    low = float(values.kthvalue(below + 1).values)
+    if rank == below:
+        return low
+    high = float(values.kthvalue(below + 2).values)
+    return low + (high - low) * (rank - below)
 
 
 def to_uint8(image: Any) -> np.ndarray:
@@ -155,7 +191,9 @@ def save_png(path: str | Path, array: Any) -> None:
     """Write an (H, W[, 3]) image as PNG (float images are taken as [0, 1])."""
     from PIL import Image
 
-    Image.fromarray(np.ascontiguousarray(to_uint8(array))).save(path, format="PNG")
+    Image.fromarray(np.ascontiguousarray(to_uint8(array))).save(
+        path, format="PNG", compress_level=PNG_COMPRESS_LEVEL
+    )
 
 
 # ------------------------------------------------------------------------------------- whole batches of results

@@ -103,9 +103,15 @@ def relight_batch(
     environment: torch.Tensor | None = None,
     pointmap: TaskBatch | None = None,
     background: torch.Tensor | None = None,
+    foreground: torch.Tensor | None = None,
     host: Host | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Relit IMAGE batch and an IC-Light style light map (white-albedo shading, backdrop gradient outside)."""
+    """Relit IMAGE batch and an IC-Light style light map (white-albedo shading, backdrop gradient outside).
+
+    mask: where to relight, 1 = person; a soft matte alpha works as is (the relit person is composited with it).
+    foreground: the matte's straight colour, the surface colour when no albedo is given: at a soft edge the
+    photo mixes in the old background, which relighting would carry onto the new one; the straight colour
+    does not."""
     settings = settings or RelightSettings()
     host = host or Host()
     normals = require_batch(normals, "normal", WHERE, "normals")
@@ -115,6 +121,7 @@ def relight_batch(
         raise StudioError(f"{len(normals)} normal maps for {b} images; give one per image")
     albedo = check_same_size("albedo", albedo, image, WHERE) if albedo is not None else None
     background = check_same_size("background", background, image, WHERE) if background is not None else None
+    foreground = check_same_size("foreground", foreground, image, WHERE) if foreground is not None else None
     mask = check_mask(mask, image, WHERE)
     if environment is not None:
         check_batch_count("environment", check_image(environment, WHERE).shape[0], b, WHERE)
@@ -133,7 +140,7 @@ def relight_batch(
         n = _as_tensor(res.normals)
         _check_result_size("normals", n, h, w)
         fg = _foreground(res, n, mask[i] if mask is not None else None)
-        base = albedo[i] if albedo is not None else image[i]
+        base = albedo[i] if albedo is not None else foreground[i] if foreground is not None else image[i]
         sh = environment_coefficients(environment, settings, i) if environment is not None else None
         points, visibility = None, None
         if pointmap is not None:

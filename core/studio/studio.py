@@ -21,7 +21,7 @@ class Studio:
     ComfyUI nodes run, without either.
 
     >>> studio = Studio(device="cpu")
-    >>> batches = studio.predict(images, tasks=("seg", "pose"), size="0.4b")
+    >>> batches = studio.predict(images, tasks=("seg", "pose", "matting"))  # each task at its default size
     >>> frames = studio.capture(images, batches)
     """
 
@@ -43,14 +43,20 @@ class Studio:
         self.cache = ModelCache()
 
     def model(
-        self, task: str, checkpoint: str | os.PathLike | None = None, *, size: str = catalogue.DEFAULT_SIZE
+        self, task: str, checkpoint: str | os.PathLike | None = None, *, size: str | None = None
     ) -> LoadedModel:
-        """The model for `task`: the given file, else the official file of `size` (downloaded, hash-verified)."""
+        """The model for `task`: the given file, else the official file of `size` (downloaded, hash-verified);
+        no size means the task's own default (`catalogue.default_size`: 0.4b, matting 1b)."""
         catalogue.check_task(task, allow_pretrain=False)
         path = (
             checkpoint
             if checkpoint is not None
-            else hub.ensure_checkpoint(task, size, self.checkpoint_dir, allow_download=self.allow_download)
+            else hub.ensure_checkpoint(
+                task,
+                size or catalogue.default_size(task),
+                self.checkpoint_dir,
+                allow_download=self.allow_download,
+            )
         )
         loaded = self.cache.get(path, task=task, hash_cache_dir=self.checkpoint_dir, **self.options)
         self.host.device = loaded.plan.device
@@ -61,11 +67,14 @@ class Studio:
         images: Any,
         tasks: Iterable[str] = catalogue.DEFAULT_TASKS,
         *,
-        size: str = catalogue.DEFAULT_SIZE,
+        size: str | None = None,
         checkpoints: Mapping[str, str | os.PathLike] | None = None,
         options: TaskOptions | None = None,
     ) -> dict[str, TaskBatch]:
-        """Task → results for every image (see `run_tasks`)."""
+        """Task → results for every image (see `run_tasks`), e.g. `predict(images, ("seg", "matting"))`.
+
+        size: one official size for every task; None gives each task its own default (matting 1b, others 0.4b).
+        """
         checkpoints = checkpoints or {}
         models = {task: self.model(task, checkpoints.get(task), size=size) for task in tasks}
         return run_tasks(models, images, self.host, options)

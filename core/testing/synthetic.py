@@ -126,13 +126,18 @@ def write_synthetic_checkpoint(
     return path
 
 
-# Output convolution of each dense head (1×1, 3 channels): zero weights + a bias = that bias at every pixel.
-_OUTPUT_CONV = {"normal": "conv_normal", "albedo": "conv_albedo", "pointmap": "conv_pointmap"}
+# Output convolution of each dense head (1×1): zero weights + a bias = that bias at every pixel.
+_OUTPUT_CONV = {
+    "normal": "conv_normal",
+    "albedo": "conv_albedo",
+    "pointmap": "conv_pointmap",
+    "matting": "conv_matting",
+}
 
 
 def constant_output_state_dict(
     task: str,
-    value: tuple[float, float, float],
+    value: tuple[float, ...],
     *,
     scale: float | None = None,
     seed: int = 0,
@@ -144,13 +149,16 @@ def constant_output_state_dict(
     prediction (e.g. that a normal model's raw (0, 0.6, 0.8) is stored as its canonical-frame conversion).
     The head's 1×1 output convolution gets zero weights and `value` as bias, so the backbone's features
     do not matter. For a pointmap model `scale` fixes the predicted scale the same way (last scale layer).
+    A matting model takes 4 values: the logits of the pre-multiplied R, G, B and of alpha (the head's sigmoid
+    follows, so the result is sigmoid(value) everywhere).
     """
     if task not in _OUTPUT_CONV:
         raise CheckpointError(f"constant outputs exist for {', '.join(_OUTPUT_CONV)}, not {task!r}")
-    if len(value) != 3:
-        raise CheckpointError(f"the constant output needs 3 values, got {value!r}")
     state = synthetic_state_dict(task, seed=seed, **dims)
     conv = f"decode_head.{_OUTPUT_CONV[task]}"
+    channels = state[f"{conv}.bias"].shape[0]
+    if len(value) != channels:
+        raise CheckpointError(f"the constant {task} output needs {channels} values, got {value!r}")
     state[f"{conv}.weight"] = torch.zeros_like(state[f"{conv}.weight"])
     state[f"{conv}.bias"] = torch.tensor([float(v) for v in value], dtype=state[f"{conv}.bias"].dtype)
     if scale is not None:
@@ -169,7 +177,7 @@ def constant_output_state_dict(
 def write_constant_output_checkpoint(
     path: str | os.PathLike,
     task: str,
-    value: tuple[float, float, float],
+    value: tuple[float, ...],
     *,
     scale: float | None = None,
     seed: int = 0,

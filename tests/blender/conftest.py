@@ -161,6 +161,7 @@ def blender_env(tmp_path_factory) -> dict[str, str]:
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)
     sc.write_sphere(bundles, "sphere")
     sc.write_sphere(bundles, "sphere_v10", legacy=True)
+    sc.write_matte(bundles, "matte")
     _write_bad_bundles(bundles, sc)
     truth, parse = load_rig_truth()
     truth.write_truth_bundles(bundles, parse)

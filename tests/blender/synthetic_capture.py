@@ -343,3 +343,29 @@ def write_sphere(folder: Path, name: str = "sphere", *, legacy: bool = False) ->
         doc["version"] = "1.0"
         path.write_text(json.dumps(doc), encoding="utf-8")
     return path
+
+
+def soft_alpha(mask: np.ndarray, radius: int = 2) -> np.ndarray:
+    """A matte-like soft alpha from a hard mask: a (2r+1)² box blur, so the edge ramps over 2r+1 pixels around
+    the segmentation boundary (above 0.5 just inside it, below just outside)."""
+    kernel = np.ones(2 * radius + 1) / (2 * radius + 1)
+    padded = np.pad(mask.astype(np.float64), radius, mode="edge")
+    rows = np.apply_along_axis(lambda r: np.convolve(r, kernel, mode="valid"), 1, padded)
+    return np.apply_along_axis(lambda c: np.convolve(c, kernel, mode="valid"), 0, rows).astype(np.float32)
+
+
+def write_matte(folder: Path, name: str = "matte", width: int = 48, height: int = 64) -> Path:
+    """The figure with a matting layer (soft alpha, straight foreground = the photo's colour), and next to it
+    ``expected_<name>.npz``: alpha and straight foreground as the project's reader returns them."""
+    from sapiens2_studio.core.formats.bundle import read_bundle, write_bundle
+
+    frame = figure_frame(width, height)
+    frame.alpha = soft_alpha(frame.mask)
+    frame.foreground = frame.image
+    frame.models.append(
+        {"task": "matting", "size": "1b", "checkpoint": "synthetic.safetensors", "sha256": None}
+    )
+    path = write_bundle(folder, name, frame)
+    back = read_bundle(path)
+    np.savez(folder / f"expected_{name}.npz", alpha=back.alpha, foreground=back.foreground, mask=back.mask)
+    return path

@@ -33,6 +33,10 @@ MODELS_HELP = (
     "sapiens2-<task>-1b) in ComfyUI/models/sapiens2/, or set a loader's checkpoint to '(download: task + size "
     "below)': it downloads that task's official file (sha256-checked) once. 0.4b is faster, 5b more accurate."
 )
+MATTING_HELP = (
+    "Matting is released at 1b only (sapiens2_1b_matting.safetensors from huggingface.co/facebook/"
+    "sapiens2-matting-1b)."
+)
 
 
 def loader(g, task: str, title: str, **where):
@@ -57,13 +61,19 @@ def relight(g) -> None:
         "3. Place the lights: azimuth 0 = from the camera, +90 = from the right, 180 = from behind (rim);\n"
         "   elevation = height. Chain more Directional Light nodes for more lights.\n"
         "4. Queue. 'image' is the relit photo; 'light_map' can condition IC-Light.\n"
+        "Matte: Sapiens2 Matte's soft alpha is Relight's mask and its straight foreground the surface colour, so\n"
+        "   hair strands and soft edges are relit and blended instead of cut at the segmentation's hard edge, and\n"
+        "   the old background does not glow through them onto a new 'background'. " + MATTING_HELP + "\n"
+        "   Without it, connect Segment's person_mask to Relight's mask and leave 'foreground' empty.\n"
         "Tips: connect a Sapiens2 Albedo image to 'albedo' for cleaner colours; turn 'shadows' off for speed."
     )
     image = g.node("LoadImage", image=IMAGE)
     seg_model = loader(g, "seg", "Load Sapiens2 seg")
     normal_model = loader(g, "normal", "Load Sapiens2 normal")
     pointmap_model = loader(g, "pointmap", "Load Sapiens2 pointmap")
+    matting_model = loader(g, "matting", "Load Sapiens2 matting")
     seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
+    matte = g.node("Sapiens2Matte", model=matting_model.out(0), image=image.out(0))
     normals = g.node("Sapiens2Normals", model=normal_model.out(0), image=image.out(0), mask=seg.out(2))
     pointmap = g.node("Sapiens2Pointmap", model=pointmap_model.out(0), image=image.out(0), mask=seg.out(2))
     key = g.node(
@@ -89,7 +99,8 @@ def relight(g) -> None:
         "Sapiens2Relight",
         normals=normals.out(0),
         image=image.out(0),
-        mask=seg.out(2),
+        mask=matte.out(1),
+        foreground=matte.out(2),
         lights=rim.out(0),
         pointmap=pointmap.out(0),
         ambient=0.15,
@@ -98,7 +109,7 @@ def relight(g) -> None:
     g.node("SaveImage", images=relit.out(0), filename_prefix="sapiens2/relit")
     g.node("SaveImage", title="Save light map", images=relit.out(1), filename_prefix="sapiens2/light_map")
     g.group("1 · Photo and models", 0)
-    g.group("2 · Person mask and lights", 1)
+    g.group("2 · Mask, matte, lights", 1)
     g.group("3 · Normals and depth", 2)
     g.group("4 · Relight", 3)
     g.group("5 · Save", 4)
@@ -113,14 +124,23 @@ def tryon(g) -> None:
         "   garment may uncover (never hands or face). 'grow' widens the mask, 'feather' softens its edge;\n"
         "   'exclude' removes parts (e.g. hair).\n"
         "4. Feed 'mask' to your try-on / inpaint node (CatVTON, IDM-VTON, Inpaint...). The RGBA cut-out is\n"
-        "   transparent where the mask is."
+        "   transparent where the mask is.\n"
+        "Matte: Sapiens2 Matte's alpha is the Body-Part Mask's person_mask, so where the garment meets the\n"
+        "   background (loose sleeves, hair over the shoulders) the mask follows the soft matte instead of the\n"
+        "   segmentation's stair-step edge, and the repaint blends there. " + MATTING_HELP + " Without it,\n"
+        "   disconnect person_mask. Matte's 'composite' (background_color #ffffff) is the person on white, which\n"
+        "   try-on models trained on studio photos handle best."
     )
     image = g.node("LoadImage", image=IMAGE)
     seg_model = loader(g, "seg", "Load Sapiens2 seg")
+    matting_model = loader(g, "matting", "Load Sapiens2 matting")
     seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
+    matte = g.node(
+        "Sapiens2Matte", model=matting_model.out(0), image=image.out(0), background_color="#ffffff"
+    )
     garment = g.node(
         "Sapiens2BodyPartMask", title="Upper-body garment mask", seg=seg.out(0), preset="tryon_upper", grow=6,
-        feather=2.0,
+        feather=2.0, person_mask=matte.out(1),
     )  # fmt: skip
     g.node(
         "SaveImage",
@@ -139,7 +159,7 @@ def tryon(g) -> None:
         filename_prefix="sapiens2/tryon_inpaint",
     )
     g.group("1 · Photo and model", 0)
-    g.group("2 · Segment into 29 body parts", 1)
+    g.group("2 · Segment and matte", 1)
     g.group("3 · Garment mask", 2)
     g.group("4 · Mask image and cut-out", 3)
     g.group("5 · Save", 4)

@@ -29,6 +29,7 @@ WORKFLOW_CHECKPOINTS = {
     "sapiens2_1b_seg.safetensors": "seg",
     "sapiens2_1b_normal.safetensors": "normal",
     "sapiens2_1b_pointmap.safetensors": "pointmap",
+    "sapiens2_1b_matting.safetensors": "matting",
 }
 EXAMPLE_IMAGE = "sapiens2_example.png"
 

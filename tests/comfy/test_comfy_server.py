@@ -38,8 +38,12 @@ EXPECTED = {
     "Sapiens2Segment": ({"model": M, "image": IMG, "chunk_size": "INT"}, ["SAPIENS2_SEG", IMG, MASK]),
     "Sapiens2BodyPartMask": (
         {"seg": "SAPIENS2_SEG", "preset": "COMBO", "classes": "STRING", "exclude": "STRING", "grow": "INT",
-         "feather": "FLOAT", "invert": "BOOLEAN", "person": "INT"},
+         "feather": "FLOAT", "invert": "BOOLEAN", "person": "INT", "person_mask": MASK},
         [MASK],
+    ),
+    "Sapiens2Matte": (
+        {"model": M, "image": IMG, "chunk_size": "INT", "background_color": "STRING", "background": IMG},
+        ["SAPIENS2_MATTING", MASK, IMG, IMG],
     ),
     "Sapiens2Normals": (
         {"model": M, "image": IMG, "mask": MASK, "chunk_size": "INT", "convention": "COMBO"},
@@ -61,12 +65,13 @@ EXPECTED = {
          "environment": IMG, "environment_intensity": "FLOAT", "environment_rotation": "FLOAT",
          "environment_is_linear": "BOOLEAN", "ambient": "FLOAT", "ambient_color": "STRING", "specular": "FLOAT",
          "shininess": "FLOAT", "pointmap": "SAPIENS2_POINTMAP", "shadows": "BOOLEAN", "shadow_softness": "FLOAT",
-         "exposure": "FLOAT", "background": IMG},
+         "exposure": "FLOAT", "background": IMG, "foreground": IMG},
         [IMG, IMG],
     ),
     "Sapiens2SaveCaptureBundle": (
         {"image": IMG, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
-         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT"},
+         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT",
+         "matting": "SAPIENS2_MATTING"},
         ["STRING"],
     ),
     "Sapiens2ExportMesh": (

@@ -1,8 +1,8 @@
 """One engine under every front-end: the same photo and checkpoints give the same capture bundle through the
 CLI, the Python API and ComfyUI's Save Capture Bundle in a real ComfyUI server.
 
-The CLI and the Python API run here; ComfyUI runs the same four tasks as nodes (Segment → Pose with the seg model,
-Normals and Pointmap masked by the person mask → Save Capture Bundle). Every EXR channel must be bit-identical, and
+The CLI and the Python API run here; ComfyUI runs the same five tasks as nodes (Segment → Pose with the seg model,
+Normals and Pointmap masked by the person mask, Matte → Save Capture Bundle). Every EXR channel must be bit-identical, and
 the JSON must agree on the image size, camera, conventions and people (boxes, 2D/3D keypoints and scores).
 """
 
@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("OpenEXR")
 pytestmark = pytest.mark.comfyui
 
-TASKS = ("seg", "pose", "normal", "pointmap")
+TASKS = ("seg", "pose", "normal", "pointmap", "matting")
 
 
 def _comfy_prompt(harness) -> dict:
@@ -34,6 +34,11 @@ def _comfy_prompt(harness) -> dict:
         "3": loader("pose"),
         "4": loader("normal"),
         "5": loader("pointmap"),
+        "11": loader("matting"),
+        "12": {
+            "class_type": "Sapiens2Matte",
+            "inputs": {"model": ["11", 0], "image": ["1", 0], "chunk_size": 1, "background_color": "#00ff00"},
+        },
         "6": {
             "class_type": "Sapiens2Segment",
             "inputs": {"model": ["2", 0], "image": ["1", 0], "chunk_size": 1},
@@ -82,6 +87,7 @@ def _comfy_prompt(harness) -> dict:
                 "seg": ["6", 0],
                 "normals": ["8", 0],
                 "pointmap": ["9", 0],
+                "matting": ["12", 0],
             },
         },
     }
@@ -141,7 +147,7 @@ def bundles(client, comfy_server, comfy_harness, tmp_path_factory):
 @pytest.mark.parametrize("other", ["python", "comfyui"])
 def test_every_exr_channel_is_identical(bundles, other):
     reference, frame = bundles["cli"], bundles[other]
-    for layer in ("image", "points", "normals", "seg", "mask"):
+    for layer in ("image", "points", "normals", "seg", "mask", "alpha", "foreground"):
         a, b = getattr(reference, layer), getattr(frame, layer)
         assert a is not None and b is not None, layer
         assert a.shape == b.shape and a.dtype == b.dtype, layer

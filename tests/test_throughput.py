@@ -1,0 +1,265 @@
+"""The throughput work keeps results exact: overlapped writing = sequential writing (every byte, same order), and
+each faster step (8-bit preparation, shared dense pre-processing, in-place normal finishing, the sRGB table, the
+EXR encoding table) gives the values of the step it replaced. Speed itself is measured in benchmarks/, never here."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from sapiens2_studio.core.formats import bundle as bundle_mod
+from sapiens2_studio.core.formats.bundle import CaptureFrame, read_bundle, write_bundle
+from sapiens2_studio.core.formats.exr import read_exr, srgb_to_linear, write_exr
+from sapiens2_studio.core.pipeline import images as images_mod
+from sapiens2_studio.core.pipeline.postprocess import normals_to_image, uncrop, unit_normals
+from sapiens2_studio.core.pipeline.preprocess import dense_layout
+from sapiens2_studio.core.shading.conventions import model_to_canonical
+from sapiens2_studio.core.studio.errors import StudioError
+from sapiens2_studio.core.studio.job import JobSpec, run_job
+from sapiens2_studio.core.studio.pipelining import OrderedWriter, prefetch
+
+# ------------------------------------------------------------------------------------- overlapped = sequential
+
+
+def _photo(h: int, w: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    body = ((yy - h / 2) ** 2 / (0.4 * h) ** 2 + (xx - w / 2) ** 2 / (0.2 * w) ** 2) < 1
+    image = np.stack([60 + 100 * body, 80 + 50 * body, 120 - 40 * body], -1) + rng.integers(0, 30, (h, w, 3))
+    return image.astype(np.uint8)
+
+
+def _run(inputs: list[Path], out: Path, checkpoints: dict[str, Path], writers: int) -> list[str]:
+    order: list[str] = []
+    spec = JobSpec(
+        inputs=[str(p) for p in inputs],
+        out=str(out),
+        tasks=("pose", "seg", "normal", "pointmap"),
+        checkpoints={t: checkpoints[t] for t in ("pose", "seg", "normal", "pointmap")},
+        device="cpu",
+        writers=writers,
+    )
+    report = run_job(spec, on_item=lambda _, label: order.append(label))
+    assert report.ok and report.written == len(order)
+    return order
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes; JSON documents without their run record (a run's id and times differ per run)."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == ".json":
+            doc = json.loads(data)
+            if isinstance(doc, dict):
+                doc.pop("run", None)
+            data = json.dumps(doc, sort_keys=True).encode()
+        files[str(path.relative_to(folder))] = data
+    return files
+
+
+def test_overlapped_writing_gives_the_sequential_bytes_in_the_same_order(
+    tmp_path: Path, tiny_checkpoints
+) -> None:
+    frames = tmp_path / "plate"
+    frames.mkdir()
+    for number in (11, 12, 13, 14):  # a sequence (numbered frames) with prefetching, plus two stills
+        Image.fromarray(_photo(40, 30, number)).save(frames / f"shot_{number}.png")
+    stills = [tmp_path / "a.png", tmp_path / "b.png"]
+    for seed, path in enumerate(stills):
+        Image.fromarray(_photo(36, 44, 100 + seed)).save(path)
+    inputs = [frames, *stills]
+    sequential = _run(inputs, tmp_path / "seq", tiny_checkpoints, writers=0)
+    overlapped = _run(inputs, tmp_path / "par", tiny_checkpoints, writers=2)
+    assert overlapped == sequential == ["a.png", "b.png", "shot #11", "shot #12", "shot #13", "shot #14"]
+    expected, got = _files(tmp_path / "seq"), _files(tmp_path / "par")
+    assert sorted(got) == sorted(expected) and "shot/shot.sequence.json" in got
+    for name, data in expected.items():
+        assert got[name] == data, f"{name} differs between writers=0 and writers=2"
+
+
+def test_job_refuses_a_negative_number_of_writers(tmp_path: Path) -> None:
+    with pytest.raises(StudioError, match="writers"):
+        JobSpec(inputs=[str(tmp_path)], out=str(tmp_path), writers=-1).validate()
+
+
+# ------------------------------------------------------------------------------------- the ordered writer pool
+
+
+def test_writer_commits_in_submission_order_even_when_later_frames_finish_first() -> None:
+    release_first = threading.Event()
+    finished: list[int] = []
+    committed: list[int] = []
+
+    def work(i: int) -> int:
+        if i == 0:
+            assert release_first.wait(10)
+        finished.append(i)
+        if i == 2:
+            release_first.set()  # frame 0 finishes only after frames 1 and 2
+        return i
+
+    with OrderedWriter(2, max_pending=4) as writer:
+        for i in range(4):
+            writer.submit(lambda i=i: work(i), committed.append)
+    assert finished.index(0) > finished.index(2)
+    assert committed == [0, 1, 2, 3]
+
+
+def test_writer_bounds_the_frames_in_flight() -> None:
+    alive, peak, lock = [0], [0], threading.Lock()
+
+    def work() -> None:
+        with lock:
+            alive[0] += 1
+            peak[0] = max(peak[0], alive[0])
+        threading.Event().wait(0.01)
+        with lock:
+            alive[0] -= 1
+
+    with OrderedWriter(2, max_pending=3) as writer:
+        for _ in range(12):
+            writer.submit(work)
+            assert len(writer._pending) <= 3
+    assert peak[0] <= 2
+
+
+def test_writer_raises_the_first_failure_in_order_and_commits_nothing_after_it() -> None:
+    committed: list[int] = []
+
+    def work(i: int) -> int:
+        if i == 1:
+            raise OSError("disk full")
+        return i
+
+    with pytest.raises(OSError, match="disk full"), OrderedWriter(2) as writer:
+        for i in range(6):
+            writer.submit(lambda i=i: work(i), committed.append)
+    assert committed == [0]
+
+
+def test_writer_without_workers_runs_inline() -> None:
+    seen: list[str] = []
+    with OrderedWriter(0) as writer:
+        writer.submit(
+            lambda: seen.append(threading.current_thread().name) or 7, lambda r: seen.append(str(r))
+        )
+        assert seen == [threading.current_thread().name, "7"]
+
+
+# ------------------------------------------------------------------------------------------------- prefetching
+
+
+def test_prefetch_keeps_order_and_raises_where_the_source_failed() -> None:
+    def frames():
+        yield from range(5)
+        raise ValueError("frame 6 is broken")
+
+    got = []
+    with pytest.raises(ValueError, match="frame 6"):
+        for item in prefetch(frames(), depth=2):
+            got.append(item)
+    assert got == [0, 1, 2, 3, 4]
+    assert list(prefetch(iter(range(4)), depth=0)) == [0, 1, 2, 3]
+
+
+def test_prefetch_stops_and_closes_the_source_when_the_consumer_stops() -> None:
+    produced, closed = [], threading.Event()
+
+    def frames():
+        try:
+            for i in range(1000):
+                produced.append(i)
+                yield i
+        finally:
+            closed.set()
+
+    stream = prefetch(frames(), depth=2)
+    assert [next(stream), next(stream)] == [0, 1]
+    stream.close()
+    assert closed.wait(5)
+    assert len(produced) <= 2 + 2 + 1  # consumed + depth + the one blocked in put
+
+
+# ------------------------------------------------------------------------------------- faster steps, same values
+
+
+def test_8bit_preparation_matches_the_general_path() -> None:
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    fast = images_mod.ImageSource([image]).get(0)
+    data, quantized = images_mod._from_numpy(image, 0, "composite")
+    assert quantized and fast.quantized
+    assert torch.equal(fast.pixels, torch.from_numpy(data).permute(2, 0, 1).contiguous())
+
+
+def test_in_place_normal_finishing_matches_the_reference_formula() -> None:
+    for width, height in ((768, 1024), (300, 500), (1920, 1080), (33, 61)):
+        layout = dense_layout(width, height)
+        raw = torch.randn(1, 3, 1024, 768)
+        reference = model_to_canonical(unit_normals(uncrop(unit_normals(raw), layout)), dim=-3)
+        assert torch.equal(normals_to_image(raw.clone(), layout), reference)
+
+
+def test_dense_tasks_share_one_preprocessing(monkeypatch: pytest.MonkeyPatch, tiny_checkpoints) -> None:
+    import importlib
+
+    from sapiens2_studio.core.studio.models import load
+    from sapiens2_studio.core.studio.tasks import run_tasks
+
+    predict_mod = importlib.import_module(
+        "sapiens2_studio.core.pipeline.predict"
+    )  # the package re-exports `predict`
+    calls: list[tuple[int, ...]] = []
+    original = predict_mod.preprocess_dense
+
+    def counting(pixels, *, quantize):
+        calls.append(tuple(pixels.shape))
+        return original(pixels, quantize=quantize)
+
+    models = {t: load(tiny_checkpoints[t], task=t, device="cpu") for t in ("normal", "pointmap")}
+    image = _photo(30, 20, 3)
+    separate = {t: run_tasks({t: m}, [image])[t].results[0] for t, m in models.items()}
+    monkeypatch.setattr(predict_mod, "preprocess_dense", counting)
+    both = run_tasks(models, [image])
+    assert len(calls) == 1  # normal and pointmap resized and padded the image once
+    assert torch.equal(both["normal"].results[0].normals, separate["normal"].normals)
+    assert torch.equal(both["pointmap"].results[0].points, separate["pointmap"].points)
+
+
+def test_srgb_table_matches_the_float_path() -> None:
+    levels = np.arange(256, dtype=np.uint8).reshape(16, 16, 1).repeat(3, axis=2)
+    assert np.array_equal(bundle_mod._as_linear("image", levels), srgb_to_linear(levels / np.float32(255.0)))
+
+
+def test_bundles_follow_the_encoding_table_and_other_pixel_types_still_read(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    seg = rng.integers(0, 29, (12, 10))
+    write_bundle(tmp_path, "f", CaptureFrame(10, 12, seg=seg, mask=(seg > 0).astype(np.float32)))
+    channels, header = read_exr(tmp_path / "f.exr")
+    assert channels["seg.id"].dtype == bundle_mod.LAYER_ENCODING.pixel_types["seg"]
+    assert channels["mask.A"].dtype == bundle_mod.LAYER_ENCODING.pixel_types["mask"]
+    assert header["compression"].name.lower().startswith(bundle_mod.LAYER_ENCODING.compression)
+    channels["seg.id"] = channels["seg.id"].astype(
+        np.float16
+    )  # another writer's choice: readers take any type
+    channels["mask.A"] = channels["mask.A"].astype(np.float32)
+    write_exr(tmp_path / "f.exr", channels, {"sapiens2Capture": "1.1"})
+    frame = read_bundle(tmp_path / "f.json")
+    assert np.array_equal(frame.seg, seg) and np.array_equal(frame.mask, (seg > 0).astype(np.float32))
+
+
+def test_cli_writers_flag_reaches_the_job() -> None:
+    from sapiens2_studio.cli.arguments import build_parser
+    from sapiens2_studio.cli.predict import job_spec
+
+    parser = build_parser()
+    assert job_spec(parser.parse_args(["predict", "a.png", "--out", "o", "--writers", "0"])).writers == 0
+    assert job_spec(parser.parse_args(["predict", "a.png", "--out", "o"])).writers == JobSpec.writers
+    with pytest.raises(SystemExit):
+        parser.parse_args(["predict", "a.png", "--out", "o", "--writers", "-1"])
