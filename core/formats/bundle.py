@@ -538,6 +538,8 @@ def _layers_of(frame: CaptureFrame) -> list[str]:
         "albedo": frame.albedo,
         "seg": frame.seg,
         "mask": frame.mask,
+        "alpha": frame.alpha,
+        "matte": frame.foreground if frame.alpha is not None else None,
     }
     return [layer for layer in _LAYER_ORDER if held[layer] is not None]
 

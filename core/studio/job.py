@@ -32,6 +32,7 @@ from ..formats.exr import require_openexr
 from ..formats.sequence import SequenceWriter
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .carry import people_from_doc
+from .engines import ENGINES
 from .errors import InputError, NonFiniteOutputError, StudioError
 from .finite import NONFINITE_POLICIES
 from .host import Host
@@ -63,7 +64,7 @@ from .transaction import (
 
 ItemFn = Callable[[int, str], Any]  # (items done now, label) after each written image
 MESH_FORMATS = ("ply", "glb")
-ENGINES = ("local", "ray")
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 
