@@ -48,10 +48,11 @@ def walk(tmp_path_factory) -> Path:
     return folder
 
 
-def predict(home: Path, walk: Path, out: Path, *extra: str) -> int:
-    args = ["predict", str(walk), "--tasks", TASKS, "--out", str(out), "--checkpoint-dir", str(home)]
+def predict(home: Path, walk: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
+    args = ["predict", str(walk), "--tasks", tasks, "--out", str(out), "--checkpoint-dir", str(home)]
     args += ["--no-download", "--device", "cpu", "--boxes", str(walk.parent / "boxes.json"), "--no-flip-test"]
-    return main([*args, "--smooth", "--mesh", "ply", "--fps", "24", *extra])
+    mesh = ["--mesh", "ply"] if "pointmap" in tasks else []
+    return main([*args, "--smooth", *mesh, "--fps", "24", *extra])
 
 
 def _strip(value):
@@ -125,7 +126,7 @@ def test_finalize_refuses_missing_frames_and_other_runs(tmp_path, home, short, c
     out = tmp_path / "farm"
 
     def chunk(frames: str, run: str, *extra: str) -> int:
-        return predict(home, short, out, "--tasks", "pose", "--frames", frames, "--run-id", run, *extra)
+        return predict(home, short, out, "--frames", frames, "--run-id", run, *extra, tasks="pose")
 
     assert chunk("1-2", "shotA") == 0
     assert chunk("5-6", "shotA") == 0
@@ -153,3 +154,27 @@ def test_finalize_refuses_missing_frames_and_other_runs(tmp_path, home, short, c
 def test_frames_need_a_run_id(tmp_path, home, walk, capsys) -> None:
     assert predict(home, walk, tmp_path / "o", "--frames", "1-10") == 2
     assert "--run-id" in capsys.readouterr().err
+
+
+def test_ray_engine_is_refused_clearly_until_it_exists(tmp_path, home, walk, capsys) -> None:
+    assert predict(home, walk, tmp_path / "o", "--engine", "ray") == 2
+    assert "Ray engine is not implemented yet" in capsys.readouterr().err
+
+
+def test_shared_lock_joins_writers_of_one_run_only(tmp_path) -> None:
+    from sapiens2_studio.core.studio.errors import OutputError
+    from sapiens2_studio.core.studio.lock import OutputLock
+
+    first, second = OutputLock(tmp_path, "shot1", shared=True), OutputLock(tmp_path, "shot1", shared=True)
+    first.acquire()
+    second.acquire()  # a second chunk of the same run joins
+    with pytest.raises(OutputError, match="shot1"):
+        OutputLock(tmp_path, "other", shared=True).acquire()
+    with pytest.raises(OutputError, match="shot1"):
+        OutputLock(tmp_path, "shot1").acquire()  # an exclusive holder (finalize) waits for the chunks
+    first.release()
+    assert (tmp_path / ".sapiens2.lock").exists()  # the last one out removes it
+    second.release()
+    assert not (tmp_path / ".sapiens2.lock").exists()
+    with OutputLock(tmp_path, "shot1"):
+        pass

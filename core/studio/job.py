@@ -173,6 +173,13 @@ class JobSpec:
                 "Ray address, workers and GPUs per worker only apply to the Ray engine",
                 hints={"cli": "add --engine ray"},
             )
+        if self.engine == "ray":
+            raise StudioError(
+                "the Ray engine is not implemented yet in this version (docs/scale.md); the local engine runs "
+                "the job, and render-farm chunks (frames=…, run_id=…, then finalize) spread a sequence over "
+                "several GPUs or machines",
+                hints={"cli": "drop --engine ray, or split the sequence with --frames A-B --run-id ID"},
+            )
         if self.workers is not None and self.workers < 1:
             raise StudioError(f"the number of workers must be at least 1, got {self.workers}")
         if self.gpus_per_worker is not None and not self.gpus_per_worker >= 0:
