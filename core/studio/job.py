@@ -485,6 +485,13 @@ class PredictJob:
         pending instead, and `finalize` writes the index.
 
         Returns (frames done, the error that stopped the sequence or None)."""
+        if self.spec.frames is not None and sequence.video is not None:
+            # finalize must know every frame number of the finished sequence, and a video's count is only
+            # certain once it is decoded to its end: not supported yet
+            return 0, InputError(
+                f"{sequence.video}: frame ranges (render-farm chunks) of a video are not supported yet; extract "
+                "its frames to a numbered sequence first (e.g. ffmpeg -i clip.mp4 frames/clip_%04d.png)"
+            )
         try:
             sequence.probe()  # a video's frame rate, before the writer and smoother use it
         except InputError as exc:
