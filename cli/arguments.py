@@ -16,6 +16,7 @@ from ..core.catalogue import (
 )
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+from ..core.studio.engines import ENGINES
 from ..core.studio.pipelining import DEFAULT_WRITERS
 
 if TYPE_CHECKING:
@@ -45,6 +46,27 @@ def _writers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {value}")
+    return value
+
+
+def _frame_range(text: str) -> tuple[int, int]:
+    first, sep, last = text.partition("-")
+    try:
+        a, b = int(first), int(last if sep else first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a frame range FIRST-LAST (e.g. 1001-1100), not {text!r}"
+        ) from None
+    return a, b
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), not {value}")
     return value
 
 
@@ -167,6 +189,50 @@ def build_parser() -> argparse.ArgumentParser:
         default="warn",
         help="model output with NaN/inf: warn and store it as invalid (default), or refuse the frame",
     )
+    p.add_argument(
+        "--run-id",
+        help="the run's id (default: a new one); a render-farm job gives all its chunks the same one",
+    )
+    p.add_argument(
+        "--frames",
+        type=_frame_range,
+        metavar="FIRST-LAST",
+        help="sequences: only these frame numbers (a render-farm chunk, needs --run-id); the frames are "
+        "written with their temporal pass pending, `sapiens2 finalize` completes the sequence (docs/scale.md)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="local",
+        help="local: this process (default); ray: frames split across Ray workers (pip install "
+        "'sapiens2-studio[ray]', docs/scale.md)",
+    )
+    p.add_argument(
+        "--ray-address", help="ray engine: auto or HOST:PORT of a running cluster (default: start one)"
+    )
+    p.add_argument(
+        "--workers", type=_workers, help="ray engine: model workers (default: one per GPU, else 2)"
+    )
+    p.add_argument(
+        "--gpus-per-worker", type=float, help="ray engine: GPUs per worker (default 1 on GPUs, else 0)"
+    )
+
+    f = sub.add_parser(
+        "finalize",
+        help="complete the sequences that render-farm chunks (--frames) wrote into a folder: temporal pass "
+        "in frame order, then the index",
+    )
+    f.add_argument("out", metavar="OUT", help="the output folder the chunks wrote into")
+    smooth = f.add_mutually_exclusive_group()
+    smooth.add_argument(
+        "--smooth",
+        action="store_true",
+        default=None,
+        help="smooth keypoints and scale (default: as the chunks)",
+    )
+    smooth.add_argument(
+        "--no-smooth", dest="smooth", action="store_false", help="track ids only, no smoothing"
+    )
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
     d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))
@@ -224,4 +290,10 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         clean=getattr(args, "clean", defaults.clean),
         nonfinite=getattr(args, "nonfinite", defaults.nonfinite),
         writers=getattr(args, "writers", defaults.writers),
+        run_id=getattr(args, "run_id", defaults.run_id),
+        frames=getattr(args, "frames", defaults.frames),
+        engine=getattr(args, "engine", defaults.engine),
+        ray_address=getattr(args, "ray_address", defaults.ray_address),
+        workers=getattr(args, "workers", defaults.workers),
+        gpus_per_worker=getattr(args, "gpus_per_worker", defaults.gpus_per_worker),
     )

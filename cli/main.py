@@ -1,4 +1,4 @@
-"""`sapiens2` command line: predict | check | download | convert | info — argument parsing and printing; the work is
+"""`sapiens2` command line: predict | finalize | check | download | convert | info — argument parsing and printing; the work is
 core.studio's.
 
 Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
@@ -88,6 +88,10 @@ def _command(args: argparse.Namespace) -> int:
             from .predict import run_predict
 
             return run_predict(args)
+        if args.command == "finalize":
+            from .finalize import run_finalize
+
+            return run_finalize(args)
         if args.command == "check":
             from .check import run_check
 

@@ -44,9 +44,12 @@ __all__ = [
     "dump_document",
     "frame_name",
     "metadata_tables",
+    "point_channels",
     "read_bundle",
+    "restage_bundle",
     "sanitize_name",
     "stage_bundle",
+    "stored_points",
     "write_bundle",
 ]
 
@@ -314,6 +317,26 @@ def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------------- writing
 
 
+def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(points as the EXR stores them, valid): float32, non-finite points and points behind the camera (Z ≤ 0)
+    replaced by 0, 0, 0; valid is (H, W, 1) bool. Applying it twice changes nothing."""
+    pts = to_numpy(points).astype(np.float32)
+    valid = np.isfinite(pts).all(axis=2, keepdims=True) & (pts[..., 2:3] > 0)  # behind the camera = invalid
+    return np.where(valid, pts, 0.0).astype(np.float32), valid
+
+
+def point_channels(points: Any) -> dict[str, np.ndarray]:
+    """The EXR channels of a pointmap: depth `Z`, `P.X/Y/Z` and the validity `P.A` (docs/formats.md §2.1)."""
+    pts, valid = stored_points(points)
+    pixel = LAYER_ENCODING.pixel_types
+    # 0 where no point: "zero is infinitely far"
+    channels = {"Z": np.ascontiguousarray(pts[..., 2], dtype=pixel["depth"])}
+    for i, axis in enumerate("XYZ"):
+        channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
+    channels["P.A"] = valid[..., 0].astype(pixel["mask"])
+    return channels
+
+
 def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]]:
     h, w = frame.height, frame.width
     channels: dict[str, np.ndarray] = {}
@@ -327,20 +350,9 @@ def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]
         channels["A"] = np.ones((h, w), pixel["rgba"])
         layers.append("rgba")
     if frame.points is not None:
-        pts = np.asarray(to_numpy(frame.points), dtype=np.float32)
-        _check_shape("points", pts, h, w, 3)
-        valid = np.isfinite(pts).all(axis=2, keepdims=True) & (
-            pts[..., 2:3] > 0
-        )  # behind the camera = invalid
-        pts = np.where(valid, pts, 0.0).astype(np.float32)
-        channels["Z"] = np.ascontiguousarray(
-            pts[..., 2], dtype=pixel["depth"]
-        )  # 0 where no point: "zero is infinitely far"
-        layers.append("depth")
-        for i, axis in enumerate("XYZ"):
-            channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
-        channels["P.A"] = valid[..., 0].astype(pixel["mask"])
-        layers.append("P")
+        _check_shape("points", to_numpy(frame.points), h, w, 3)
+        channels.update(point_channels(frame.points))
+        layers += ["depth", "P"]
     if frame.normals is not None:
         nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
         _check_shape("normals", nrm, h, w, 3)
@@ -513,6 +525,44 @@ def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame
     people = _prepare_people(frame)
     doc = _frame_json(frame, sanitize_name(name), people, layers)
     write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
+    return doc
+
+
+def _layers_of(frame: CaptureFrame) -> list[str]:
+    """The layers `_exr_channels` writes for `frame`, in its order."""
+    held = {
+        "rgba": frame.image,
+        "depth": frame.points,
+        "P": frame.points,
+        "N": frame.normals,
+        "albedo": frame.albedo,
+        "seg": frame.seg,
+        "mask": frame.mask,
+        "alpha": frame.alpha,
+        "matte": frame.foreground if frame.alpha is not None else None,
+    }
+    return [layer for layer in _LAYER_ORDER if held[layer] is not None]
+
+
+def restage_bundle(
+    exr_tmp: str | os.PathLike[str],
+    source_exr: str | os.PathLike[str],
+    name: str,
+    frame: CaptureFrame,
+    *,
+    points_changed: bool,
+) -> dict[str, Any]:
+    """`stage_bundle` for a frame read back from its bundle and changed only in its people, camera, scale and
+    (when `points_changed`) its points: the EXR's other channels are copied from `source_exr` exactly as stored
+    (re-encoding half-float colour read back as sRGB could move a value by one step), the pointmap channels are
+    encoded from `frame.points` as `stage_bundle` would. Returns the JSON document."""
+    channels, _ = read_exr(source_exr)
+    if points_changed and frame.points is not None:
+        channels.update(point_channels(frame.points))
+    order = [c for layer in _LAYER_ORDER for c in _LAYER_CHANNELS[layer] if c in channels]
+    ordered = {c: channels[c] for c in [*order, *sorted(set(channels) - set(order))]}
+    doc = _frame_json(frame, sanitize_name(name), _prepare_people(frame), _layers_of(frame))
+    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
     return doc
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -105,7 +105,7 @@ class KeypointSmoother:
         self._next_id = 0
         self.smooth = smooth
 
-    def _assign(self, people: list[PersonPose]) -> list[int]:
+    def _assign(self, people: Sequence[Any]) -> list[int]:
         if self.match == "order":
             return list(range(len(people)))
         pairs = sorted(
@@ -149,9 +149,15 @@ class KeypointSmoother:
         self._next_id = max([next_id, self._next_id, *(t + 1 for t in self.tracks)])
 
     def update(self, result: PoseResult) -> PoseResult:
-        ids = self._assign(result.people)
+        return replace(result, people=self.update_people(result.people))
+
+    def update_people(self, people_in: Sequence[Any]) -> list[Any]:
+        """One frame's people (any dataclass with `bbox`, `keypoints` and `track_id`: PersonPose, or a capture
+        bundle's CapturePerson), in frame order; returns tracked (and smoothed) copies."""
+        people_in = list(people_in)
+        ids = self._assign(people_in)
         people = []
-        for person, tid in zip(result.people, ids):
+        for person, tid in zip(people_in, ids):
             filt = self.tracks[tid][0] if tid in self.tracks else OneEuroFilter(**self.options)
             if tid in self.tracks and self.tracks[tid][2] > 0:
                 filt.reset()  # back after a gap: start afresh rather than smear the gap into one step
@@ -175,7 +181,7 @@ class KeypointSmoother:
                     del self.tracks[tid]
                 else:
                     self.tracks[tid] = (filt, box, missed + 1)
-        return replace(result, people=people)
+        return people
 
 
 def smooth_pose_sequence(results: Sequence[PoseResult], fps: float = 30.0, **options) -> list[PoseResult]:

@@ -23,3 +23,17 @@ class OutOfMemoryError(StudioError):
 
 class NonFiniteOutputError(StudioError):
     """A model returned NaN/inf for a frame and the job was asked to refuse such frames."""
+
+
+class FinalizeError(InputError):
+    """The frames of a chunked sequence are not ready for finalize: missing, damaged, or of different runs."""
+
+    def __init__(self, message: str, *, hints: dict[str, str] | None = None) -> None:
+        super().__init__(
+            message,
+            hints=hints
+            or {
+                "cli": "run the missing chunks (same --run-id, with --skip-existing), then finalize again",
+                "python": "run the missing chunks with JobSpec(frames=…, run_id=…), then finalize() again",
+            },
+        )

@@ -25,29 +25,25 @@ import numpy as np
 from .. import catalogue
 from ..checkpoints import hub
 from ..checkpoints.loader import load_model
-from ..formats.bundle import CaptureFrame, read_bundle
+from ..formats.bundle import CaptureFrame
 from ..formats.documents import load_json
 from ..formats.errors import BundleError
 from ..formats.exr import require_openexr
 from ..formats.sequence import SequenceWriter
-from .batches import TaskBatch
 from .boxes import BoxesFile, boxes_for, read_boxes_file
-from .capture import capture_frames
-from .carry import apply_carry, carried_seg, people_from_doc, seg_batch
+from .carry import people_from_doc
+from .engines import ENGINES
 from .errors import InputError, NonFiniteOutputError, StudioError
-from .finite import NONFINITE_POLICIES, nonfinite_frames
+from .finite import NONFINITE_POLICIES
 from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
-from .outputs import remove_stale_frames, write_frame_outputs
+from .outputs import remove_stale_frames
 from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
 from .resume import (
-    Expectation,
-    FramePlan,
     RunInfo,
-    frame_run_record,
     image_source,
     partial_marker,
     plan_frame,
@@ -55,8 +51,8 @@ from .resume import (
     sequence_run,
     video_source,
 )
-from .tasks import TaskOptions, run_tasks
-from .temporal import SequenceSmoother
+from .stages import FrameItem, commit_frame, compute_frames, job_expectation, temporal_record
+from .temporal import SequencePass
 from .transaction import (
     clean_stale_temporaries,
     commit_document,
@@ -68,6 +64,7 @@ from .transaction import (
 
 ItemFn = Callable[[int, str], Any]  # (items done now, label) after each written image
 MESH_FORMATS = ("ply", "glb")
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
 
@@ -83,7 +80,10 @@ class JobSpec:
     over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
     id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
     on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
-    0 = all on one thread.
+    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now, a render-farm chunk:
+    its frames are committed with their temporal pass pending and no index, for `finalize` once every chunk is
+    done (needs `run_id`). engine: "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address`
+    None starts Ray here, else joins that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
     """
 
     inputs: list[str | os.PathLike]
@@ -109,6 +109,11 @@ class JobSpec:
     nonfinite: str = "warn"
     run_id: str | None = None
     writers: int = DEFAULT_WRITERS
+    frames: tuple[int, int] | None = None
+    engine: str = "local"
+    ray_address: str | None = None
+    workers: int | None = None
+    gpus_per_worker: float | None = None
 
     def size_for(self, task: str) -> str:
         """The official size used for `task`: the forced `size`, else the task's default size."""
@@ -146,6 +151,39 @@ class JobSpec:
             raise StudioError(
                 f"nonfinite must be one of {', '.join(NONFINITE_POLICIES)}, got {self.nonfinite!r}"
             )
+        if self.frames is not None:
+            first, last = self.frames
+            if first < 0 or last < first:
+                raise StudioError(
+                    f"the frame range {first}-{last} is empty; give FIRST-LAST with FIRST ≤ LAST",
+                    hints={"cli": "e.g. --frames 1001-1100"},
+                )
+            if self.run_id is None:
+                raise StudioError(
+                    "a frame range (a render-farm chunk) needs the run id its job's chunks share, so that "
+                    "finalize can join their frames into one sequence",
+                    hints={"cli": "add --run-id JOBID (the same for every chunk of the shot)"},
+                )
+        if self.engine not in ENGINES:
+            raise StudioError(f"unknown engine {self.engine!r}; choose one of {', '.join(ENGINES)}")
+        if self.engine != "ray" and (
+            self.ray_address is not None or self.workers is not None or self.gpus_per_worker is not None
+        ):
+            raise StudioError(
+                "Ray address, workers and GPUs per worker only apply to the Ray engine",
+                hints={"cli": "add --engine ray"},
+            )
+        if self.engine == "ray":
+            raise StudioError(
+                "the Ray engine is not implemented yet in this version (docs/scale.md); the local engine runs "
+                "the job, and render-farm chunks (frames=…, run_id=…, then finalize) spread a sequence over "
+                "several GPUs or machines",
+                hints={"cli": "drop --engine ray, or split the sequence with --frames A-B --run-id ID"},
+            )
+        if self.workers is not None and self.workers < 1:
+            raise StudioError(f"the number of workers must be at least 1, got {self.workers}")
+        if self.gpus_per_worker is not None and not self.gpus_per_worker >= 0:
+            raise StudioError(f"GPUs per worker must be 0 or more, got {self.gpus_per_worker}")
         if self.run_id is not None and not _RUN_ID.match(self.run_id):
             raise StudioError(
                 f"run id {self.run_id!r}: use 1–80 letters, digits, '_', '-' or '.', starting with a letter or digit"
@@ -162,6 +200,7 @@ class JobReport:
     written: int = 0
     skipped: int = 0
     failures: list[str] = field(default_factory=list)
+    retried: list[str] = field(default_factory=list)  # frames computed again after a worker died, with why
     notes: list[str] = field(default_factory=list)
     run_id: str = ""
 
@@ -248,21 +287,6 @@ def auto_batch_size(models: dict[str, LoadedModel]) -> int:
     return min(sizes) if sizes else 1
 
 
-@dataclass
-class _Item:
-    """One frame on its way through a chunk: where it goes, what to do, and its input."""
-
-    folder: Path
-    name: str
-    label: str
-    source_name: str
-    plan: FramePlan
-    source: dict[str, Any]
-    image: np.ndarray
-    boxes: Any = None
-    number: int | None = None
-
-
 class PredictJob:
     """Runs a JobSpec on one machine (the local engine)."""
 
@@ -306,16 +330,11 @@ class PredictJob:
         self._make_folder(self.out)
         lock = None
         try:
-            lock = lock_output(self.out, self.run_info.id, self.host)
+            chunk = self.spec.frames is not None  # a farm chunk: other chunks of the run may write beside it
+            lock = lock_output(self.out, self.run_info.id, self.host, shared=chunk)
             pause_point("locked")
-            recovered = recover_commits(self.out)
-            if recovered:
-                self.host.note(
-                    f"completed {len(recovered)} frame commit(s) that an interrupted earlier run had started"
-                )
-            removed = clean_stale_temporaries(self.out)
-            if removed:
-                self.host.note(f"removed {len(removed)} temporary file(s) left by an interrupted earlier run")
+            if not chunk:
+                recover_left_overs(self.out, self.host)
             if self.spec.skip_existing:
                 self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in self.paths.items()}
             with OrderedWriter(self.spec.writers) as self._writers:  # see pipelining.py
@@ -365,97 +384,28 @@ class PredictJob:
         if self.on_item is not None:
             self.on_item(1, label)
 
-    def _expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Expectation:
-        smooth = {"smooth": self.spec.smooth} if sequence else {}
-        return Expectation(
-            tasks=self.tasks,
-            checkpoints=self._shas,
-            source=source,
-            settings={
-                "pose": {"flip_test": self.spec.flip_test, "boxes": boxes, **smooth},
-                "pointmap": dict(smooth),
-            },
-            outputs={"previews": self.spec.previews, "mesh": self.spec.mesh},
-            boxes_given=boxes is not None,
-            skip_existing=self.spec.skip_existing,
-            clean=self.spec.clean,
-        )
+    def _expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Any:
+        return job_expectation(self.spec, self.tasks, self._shas, source, boxes, sequence=sequence)
 
     # ------------------------------------------------------------------------------------------------ frames
 
-    def _frames(
-        self, items: list[_Item], smoother: SequenceSmoother | None
-    ) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]:
-        """Compute the chunk's tasks (all items share `plan.compute`), carry the rest over, build the frames.
-
-        Returns the frames and, with `nonfinite="error"`, the refused ones (index → error)."""
-        compute = items[0].plan.compute
-        olds: list[CaptureFrame | None] = []
-        for item in items:
-            old = None
-            if item.plan.carry:
-                try:
-                    old = read_bundle(item.folder / f"{item.name}.json", warn=False)
-                except BundleError as exc:  # verified a moment ago; changed since
-                    raise StudioError(
-                        f"{item.label}: its earlier results changed while reading them ({exc})"
-                    ) from None
-            olds.append(old)
-        batches: dict[str, TaskBatch] = {}
-        if compute:
-            options = TaskOptions(
-                chunk_size=len(items),
-                flip_test=self.spec.flip_test,
-                boxes=None if all(i.boxes is None for i in items) else [i.boxes for i in items],
-            )
-            segs = seg_batch([carried_seg(old, i.plan.carry) for old, i in zip(olds, items)])
-            batches = run_tasks(
-                self._ensure_models(compute),
-                [i.image for i in items],
-                self.host,
-                options,
-                seg=segs if "seg" not in compute else None,
-                labels=[i.label for i in items],
-            )
-            if smoother is not None:
-                smoother.apply(batches)
-        frames = []
-        for index, (item, old) in enumerate(zip(items, olds)):
-            own = {task: TaskBatch(task, [b.results[index]], b.model) for task, b in batches.items()}
-            mask = old.mask if old is not None and "seg" in item.plan.carry and old.mask is not None else None
-            frame = capture_frames(
-                [item.image], own, mask=mask, source_names=[item.source_name], host=self.host
-            )[0]
-            apply_carry(frame, old, item.plan.carry)
-            frames.append(frame)
-        refused: dict[int, NonFiniteOutputError] = {}
-        if self.spec.nonfinite == "error":
-            for index, tasks in nonfinite_frames(batches).items():
-                refused[index] = NonFiniteOutputError(
-                    f"{items[index].label}: the {', '.join(tasks)} output holds NaN/inf values, so it was not "
-                    "written (with --nonfinite warn it is written, the values stored as invalid)"
-                )
-        return frames, refused
+    def _frames(self, items: list[FrameItem]) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]:
+        """The per-frame stage of a chunk (stages.compute_frames): raw canonical frames, refused ones apart."""
+        return compute_frames(items, self.spec, self.host, self._ensure_models)
 
     def _commit(
-        self, item: _Item, frame: CaptureFrame, run: RunInfo, done: Callable[[], Any] | None = None
+        self,
+        item: FrameItem,
+        frame: CaptureFrame,
+        run: RunInfo,
+        done: Callable[[], Any] | None = None,
+        temporal: dict[str, Any] | None = None,
     ) -> None:
-        """One frame's transaction: sidecars and EXR staged, JSON last (transaction.py). It runs on a writer
-        thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame order
-        (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
-        outputs = {"previews": self.spec.previews, "mesh": self.spec.mesh}
-        frame.frame = item.number
-        frame.run = frame_run_record(run, item.plan, item.source, outputs)
+        """One frame's transaction: sidecars and EXR staged, JSON last (stages.commit_frame). It runs on a
+        writer thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame
+        order (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
         self._make_folder(item.folder)
-        work = partial(
-            write_frame_outputs,
-            item.folder,
-            item.name,
-            frame,
-            item.image,
-            with_previews=self.spec.previews,
-            mesh_format=self.spec.mesh,
-        )
+        work = partial(commit_frame, item, frame, run, self.spec, temporal=temporal)
 
         def committed(_: Any) -> None:
             self.report.written += 1
@@ -468,12 +418,12 @@ class PredictJob:
 
     def _run_images(self, jobs: list[ImageJob]) -> None:
         """Single images in input order; consecutive images that need the same tasks share a chunk."""
-        chunk: list[_Item] = []
+        chunk: list[FrameItem] = []
 
         def flush() -> None:
             if not chunk:
                 return
-            frames, refused = self._frames(chunk, None)
+            frames, refused = self._frames(chunk)
             for index, (item, frame) in enumerate(zip(chunk, frames)):
                 if index in refused:
                     self.report.failures.append(refused[index].message)
@@ -500,7 +450,7 @@ class PredictJob:
                 )
                 self._item_done(job.name)
                 continue
-            item = _Item(self.out, job.name, job.path.name, job.path.name, plan, source, image, boxes)
+            item = FrameItem(self.out, job.name, job.path.name, job.path.name, plan, source, image, boxes)
             if chunk and chunk[0].plan.compute != plan.compute:
                 flush()
             chunk.append(item)
@@ -530,9 +480,18 @@ class PredictJob:
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, StudioError | None]:
         """A sequence frame by frame, in order; the index is written only when every frame is committed, over
-        frames that all carry this sequence's run (`sequence_run`).
+        frames that all carry this sequence's run (`sequence_run`). Each computed frame goes through the temporal
+        pass (`SequencePass`) right before its commit; in a chunk (`spec.frames`) it is committed with the pass
+        pending instead, and `finalize` writes the index.
 
         Returns (frames done, the error that stopped the sequence or None)."""
+        if self.spec.frames is not None and sequence.video is not None:
+            # finalize must know every frame number of the finished sequence, and a video's count is only
+            # certain once it is decoded to its end: not supported yet
+            return 0, InputError(
+                f"{sequence.video}: frame ranges (render-farm chunks) of a video are not supported yet; extract "
+                "its frames to a numbered sequence first (e.g. ffmpeg -i clip.mp4 frames/clip_%04d.png)"
+            )
         try:
             sequence.probe()  # a video's frame rate, before the writer and smoother use it
         except InputError as exc:
@@ -543,19 +502,13 @@ class PredictJob:
         run = sequence_run(folder, sequence.name, self.run_info, skip_existing=adopt)
         fps = self.spec.fps or sequence.fps
         writer = SequenceWriter(folder, sequence.name, fps, run=run.record())
-        smoother = SequenceSmoother(fps, smooth=self.spec.smooth)  # track ids always; smoothing on request
+        temporal = SequencePass(fps, smooth=self.spec.smooth)  # track ids always; smoothing on request
+        deferred = self.spec.frames is not None
         index_path = folder / f"{sequence.name}.sequence.json"
         marker = folder / f"{sequence.name}.partial.json"
-        state: dict[str, Any] = {
-            "started": False,  # the marker is written and the old index gone
-            "synced": True,  # the smoother's state follows the last committed frame
-            "people": [],
-            "scale": None,
-            "max_track": -1,
-            "done": 0,  # frames committed or verified
-        }
+        state: dict[str, Any] = {"started": False, "done": 0}  # marker written / frames committed or verified
         numbers: set[int] = set()
-        buffer: list[_Item] = []
+        buffer: list[FrameItem] = []
 
         def begin() -> None:
             """Before the first change in the folder: mark the sequence partial, then drop its old index."""
@@ -563,44 +516,45 @@ class PredictJob:
                 return
             self._make_folder(folder)
             frames = None if sequence.video is not None else len(sequence.frames)
-            write_document(marker, partial_marker(sequence.name, run, self.tasks, frames))
+            expected = sequence.frame_numbers() if deferred else None
+            doc = partial_marker(sequence.name, run, self.tasks, frames, numbers=expected, fps=fps)
+            write_document(marker, doc)
             with contextlib.suppress(FileNotFoundError):
                 index_path.unlink()
             state["started"] = True
 
-        def remember(people: list[Any], scale: Any, synced: bool) -> None:
-            state["people"], state["scale"], state["synced"] = people, scale, synced
-            ids = [p.track_id for p in people if getattr(p, "track_id", None) is not None]
-            state["max_track"] = max([state["max_track"], *ids])
-
         def flush() -> None:
             if not buffer:
                 return
-            compute = buffer[0].plan.compute
-            if not state["synced"] and ("pose" in compute or "pointmap" in compute):
-                smoother.prime(state["people"], state["scale"], state["max_track"] + 1)
-            frames, refused = self._frames(buffer, smoother)
+            frames, refused = self._frames(buffer)
             begin()  # only now: until the first commit the previous complete state stays as it was
             for index, (item, frame) in enumerate(zip(buffer, frames)):
                 if index in refused:
                     raise refused[index]  # a refused frame stops its sequence, like an unreadable one
+                pending = temporal_record(self.spec, fps, item.plan) if deferred else None
+                if not deferred:
+                    temporal.computed(frame, item.plan.compute)  # in frame order, before the commit
 
-                def recorded(item: _Item = item) -> None:
+                def recorded(item: FrameItem = item) -> None:
                     writer.record(item.number, f"{item.name}.json")
                     self._item_done(item.label)
                     state["done"] += 1
 
-                self._commit(item, frame, run, recorded)
-            remember(frames[-1].people, frames[-1].pointmap_scale, "pose" in compute)
+                self._commit(item, frame, run, recorded, pending)
             buffer.clear()
 
         try:
             for number, source_name, load, source in self._sequence_sources(sequence):
+                if deferred and number > self.spec.frames[1]:  # type: ignore[index]
+                    break  # frames come in ascending order: the chunk is done
+                numbers.add(number)
+                if deferred and number < self.spec.frames[0]:  # type: ignore[index]
+                    continue
                 name = f"{sequence.name}_{number:04d}"
                 label = f"{sequence.name} #{number}"
                 boxes = boxes_for(self.boxes, source_name, number)
-                plan = plan_frame(folder, name, self._expectation(source, boxes, sequence=True), run.id)
-                numbers.add(number)
+                expect = self._expectation(source, boxes, sequence=True)
+                plan = plan_frame(folder, name, expect, run.id, accept_pending=deferred)
                 if plan.action != "write":
                     flush()
                     self._writers.drain()  # the index records frames in order
@@ -608,7 +562,8 @@ class PredictJob:
                         begin()
                         commit_document(folder, name, relabelled(plan.doc or {}, run))
                     writer.record(number, f"{name}.json")
-                    remember(people_from_doc(plan.doc or {}), (plan.doc or {}).get("pointmap_scale"), False)
+                    doc = plan.doc or {}
+                    temporal.kept(people_from_doc(doc), doc.get("pointmap_scale"))
                     self.report.skipped += 1
                     self._item_done(label)
                     state["done"] += 1
@@ -618,7 +573,7 @@ class PredictJob:
                 boxes = boxes_for(self.boxes, source_name, number, size=size)
                 if buffer and buffer[0].plan.compute != plan.compute:
                     flush()
-                buffer.append(_Item(folder, name, label, source_name, plan, source, image, boxes, number))
+                buffer.append(FrameItem(folder, name, label, source_name, plan, source, image, boxes, number))
                 if len(buffer) >= self.batch:
                     flush()
             flush()
@@ -628,7 +583,11 @@ class PredictJob:
         self._writers.drain()
         count = state["done"]
         if count == 0:
-            return 0, InputError(f"{sequence.video or sequence.name}: no frames could be read")
+            what = "no frames in the range" if deferred else "no frames could be read"
+            return 0, InputError(f"{sequence.video or sequence.name}: {what}")
+        if deferred:
+            begin()  # the chunk's frames are committed; finalize writes the index once every chunk is done
+            return count, None
         if not state["started"] and _index_lists(index_path, run.id, numbers) and not marker.exists():
             return count, None  # every frame verified under the index's own run: nothing to change
         begin()
@@ -638,6 +597,16 @@ class PredictJob:
         with contextlib.suppress(FileNotFoundError):
             marker.unlink()
         return count, None
+
+
+def recover_left_overs(out: Path, host: Host) -> None:
+    """Under the exclusive lock: complete the commits killed runs left half done, remove their temporaries."""
+    recovered = recover_commits(out)
+    if recovered:
+        host.note(f"completed {len(recovered)} frame commit(s) that an interrupted earlier run had started")
+    removed = clean_stale_temporaries(out)
+    if removed:
+        host.note(f"removed {len(removed)} temporary file(s) left by an interrupted earlier run")
 
 
 def _index_lists(index: Path, run_id: str, numbers: set[int]) -> bool:

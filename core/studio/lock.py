@@ -1,9 +1,20 @@
-"""One writer per output folder: `<out>/.sapiens2.lock`, held for the whole run.
+"""One run per output folder: `<out>/.sapiens2.lock`, held for the whole run.
+
+Two modes. *Exclusive* (the local engine, `finalize`): one process, which may also complete or delete what killed
+runs left (`transaction.recover_commits`, `clean_stale_temporaries`). *Shared* (the chunks of a render-farm job,
+the workers of a distributed run): any number of processes of the **same run id** write frames at once — their
+commits never collide (per-frame journals, unique temporary names) — while a process of another run, shared or
+exclusive, is refused. Shared writers never recover or clean anything (a journal or temporary may belong to a
+live writer); that waits for the next exclusive holder, which by holding the flock knows that no writer is live.
 
 Why: two runs into one folder would replace each other's frames and both report success. The second run is
 refused before any model loads, with the holder's pid, host, run id and start time.
 
-How: the lock file is opened and `flock`ed (exclusive, non-blocking). The kernel drops an flock when its process
+How (shared): the first writer takes the flock exclusively, records `mode: shared` and its run id, then turns it
+into a shared flock; later writers take it shared and join only when the record names their run. The last one
+out (the one that can turn its flock exclusive again) removes the file.
+
+How (exclusive): the lock file is opened and `flock`ed (exclusive, non-blocking). The kernel drops an flock when its process
 dies, however it dies (SIGKILL, OOM killer, power cut on a local disk), so a crashed run never blocks the next:
 whoever gets the flock knows the previous holder is gone, takes the file over and says so (stale-lock recovery).
 The file's text (pid, host, run, started) is only for messages. A holder on *another* host whose flock we could
@@ -21,6 +32,7 @@ import json
 import os
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +77,11 @@ def _pid_alive(pid: Any) -> bool:
 def _holder(info: dict[str, Any]) -> str:
     if not info:
         return "another run (no details recorded)"
+    if info.get("mode") == "shared":
+        return (
+            f"the writers of run {info.get('run', '?')} (chunks or workers; the first, pid {info.get('pid', '?')} "
+            f"on host {info.get('host', '?')}, started {info.get('started', '?')})"
+        )
     return (
         f"run {info.get('run', '?')} (pid {info.get('pid', '?')} on host {info.get('host', '?')}, started "
         f"{info.get('started', '?')})"
@@ -77,14 +94,16 @@ class OutputLock:
     `acquire()` raises OutputError when another live run holds the folder, and returns a note (or None) when it
     recovered the lock of a run that died."""
 
-    def __init__(self, folder: Path, run_id: str) -> None:
+    def __init__(self, folder: Path, run_id: str, *, shared: bool = False) -> None:
         self.folder = Path(folder)
         self.path = self.folder / LOCK_NAME
         self.run_id = run_id
+        self.shared = shared
         self._fd: int | None = None
 
     def _info(self) -> dict[str, Any]:
         return {
+            "mode": "shared" if self.shared else "exclusive",
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "run": self.run_id,
@@ -101,6 +120,8 @@ class OutputLock:
         )
 
     def acquire(self) -> str | None:
+        if self.shared:
+            return self._acquire_shared()
         if fcntl is None:
             return self._acquire_exclusive()
         for _ in range(10):  # the holder may unlink the file between our open and our flock: then retry
@@ -133,6 +154,65 @@ class OutputLock:
             return None
         raise OutputError(f"{self.path}: could not take the output folder's lock (it keeps changing)")
 
+    def _open_same(self) -> int | None:
+        """The lock file opened, or None when a releasing holder unlinked it meanwhile (then: try again)."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+        return None
+
+    def _acquire_shared(self) -> str | None:
+        """Join the writers of this run (module docstring); refuse any other run."""
+        if fcntl is None:
+            raise OutputError(
+                f"{self.folder}: writers sharing an output folder need flock, which this system lacks; "
+                "run the chunks one after another or into separate folders"
+            )
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            fd = self._open_same()
+            if fd is None:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                first = True
+            except BlockingIOError:
+                first = False
+            if first:
+                previous = _read(self.path)
+                foreign = previous.get("host") not in (None, socket.gethostname())
+                if foreign and not (previous.get("mode") == "shared" and previous.get("run") == self.run_id):
+                    os.close(fd)
+                    raise self._refuse(previous, " (on another machine: it cannot be checked from here)")
+                self._write(fd)
+                fcntl.flock(fd, fcntl.LOCK_SH)  # not atomic: an exclusive taker may slip in; checked below
+            else:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:  # held exclusively: another run, or a writer of ours that is joining
+                    info = _read(self.path)
+                    os.close(fd)
+                    if info.get("mode") == "shared" and info.get("run") == self.run_id:
+                        time.sleep(0.05)
+                        continue
+                    raise self._refuse(info, "") from None
+            info = _read(self.path)
+            if info.get("mode") != "shared" or info.get("run") != self.run_id:
+                os.close(fd)
+                if not info:  # the first writer is still writing its record
+                    time.sleep(0.05)
+                    continue
+                raise self._refuse(info, "")
+            self._fd = fd
+            return None
+        raise OutputError(
+            f"{self.path}: could not join the writers of run {self.run_id} (the lock keeps changing)"
+        )
+
     def _write(self, fd: int) -> None:
         data = json.dumps(self._info(), indent=1).encode("utf-8")
         os.ftruncate(fd, 0)
@@ -161,13 +241,47 @@ class OutputLock:
         raise self._refuse(_read(self.path), "")
 
     def release(self) -> None:
-        """Remove the lock file, then drop the lock (in this order, see `acquire`'s retry)."""
+        """Remove the lock file, then drop the lock (in this order, see `acquire`'s retry); a shared writer removes
+        it only when it is the last one (its flock turns exclusive)."""
         if self._fd is None:
             return
-        with contextlib.suppress(FileNotFoundError):
-            self.path.unlink()
+        last = True
+        if self.shared and fcntl is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                last = False
+        if last:
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
         os.close(self._fd)
         self._fd = None
+
+    def exclusive(self, wait: float = 60.0) -> None:
+        """Turn a shared lock into an exclusive one once the other writers are gone (a distributed run's driver,
+        before it completes what killed workers left and finalizes); OutputError after `wait` seconds."""
+        if not self.shared or self._fd is None or fcntl is None:
+            return
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise self._refuse(_read(self.path), " (its workers have not let go)") from None
+                time.sleep(0.1)
+        try:
+            same_file = os.fstat(self._fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            same_file = False
+        self.shared = False
+        if not same_file:  # a writer that left last removed the file meanwhile: take the folder afresh
+            os.close(self._fd)
+            self._fd = None
+            self.acquire()
+            return
+        self._write(self._fd)
 
     def __enter__(self) -> OutputLock:
         self.acquire()
@@ -177,9 +291,10 @@ class OutputLock:
         self.release()
 
 
-def lock_output(folder: Path, run_id: str, host: Host | None = None) -> OutputLock:
-    """Take the folder's lock for `run_id` (note a recovered stale lock on `host`); release it when done."""
-    lock = OutputLock(folder, run_id)
+def lock_output(folder: Path, run_id: str, host: Host | None = None, *, shared: bool = False) -> OutputLock:
+    """Take the folder's lock for `run_id` (note a recovered stale lock on `host`); release it when done.
+    `shared`: join the other writers of the same run (module docstring)."""
+    lock = OutputLock(folder, run_id, shared=shared)
     note = lock.acquire()
     if note and host is not None:
         host.note(note)

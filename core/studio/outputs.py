@@ -13,7 +13,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ OUTPUT_SUFFIXES = (
     ".openpose.json",
     ".ply",
     ".glb",
+    ".pending.npz",  # a pending frame's sidecar (stages.py), removed when finalize commits the frame
 )
 
 
@@ -175,21 +176,42 @@ def write_frame_outputs(
     *,
     with_previews: bool = True,
     mesh_format: str | None = None,
+    extra: Mapping[str, Callable[[Path], Any]] | None = None,
 ) -> Path:
     """Write `<name>.exr/.json`, previews `<name>.<layer>.png`, `<name>.keypoints.json`, `<name>.openpose.json`
-    and optionally `<name>.ply|.glb` as one transaction; files of an earlier run for `<name>` that this set does
-    not hold are removed (see OUTPUT_SUFFIXES).
+    and optionally `<name>.ply|.glb` (and the files of `extra`: final name → writer) as one transaction; files
+    of an earlier run for `<name>` that this set does not hold are removed (see OUTPUT_SUFFIXES).
 
     Returns the bundle JSON path.
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     with FrameTransaction(folder, name) as tx:
-        for final, write in frame_files(
-            frame, image, name, with_previews=with_previews, mesh_format=mesh_format
-        ).items():
+        files = frame_files(frame, image, name, with_previews=with_previews, mesh_format=mesh_format)
+        for final, write in {**files, **(extra or {})}.items():
             tx.stage(final, write)
         tx.stage_bundle(frame)
+        return tx.commit(obsolete=output_names(name))
+
+
+def rewrite_frame_outputs(
+    folder: Path,
+    name: str,
+    frame: CaptureFrame,
+    files: Mapping[str, Callable[[Path], Any]],
+    *,
+    points_changed: bool,
+    keep: set[str],
+) -> Path:
+    """Commit a frame read back from its bundle with changed people/camera/scale (and points): the files in
+    `files` are written anew, those in `keep` stay as committed (listed in the new `run.files`), the EXR is
+    restaged from the committed one (`restage_bundle`), every other file of `<name>` is removed. One
+    transaction, like `write_frame_outputs`."""
+    with FrameTransaction(folder, name) as tx:
+        for final, write in files.items():
+            tx.stage(final, write)
+        tx.keep(sorted(keep - set(files)))
+        tx.stage_bundle(frame, source_exr=folder / f"{name}.exr", points_changed=points_changed)
         return tx.commit(obsolete=output_names(name))
 
 

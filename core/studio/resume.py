@@ -182,14 +182,33 @@ def _model_sha(doc: Mapping[str, Any], task: str) -> str | None:
     return None
 
 
-def plan_frame(folder: Path, name: str, expect: Expectation, run_id: str | None = None) -> FramePlan:
+def is_pending(doc: Mapping[str, Any] | None) -> bool:
+    """Whether a bundle JSON is a raw frame whose temporal pass is still to run (`run.temporal.state`)."""
+    run = (doc or {}).get("run")
+    temporal = run.get("temporal") if isinstance(run, Mapping) else None
+    return isinstance(temporal, Mapping) and temporal.get("state") == "pending"
+
+
+def plan_frame(
+    folder: Path,
+    name: str,
+    expect: Expectation,
+    run_id: str | None = None,
+    *,
+    accept_pending: bool = False,
+) -> FramePlan:
     """Decide what to do with frame `<name>` (rules in the module docstring). `run_id`: the run a sequence's
-    frames must carry (a verified frame of another run is relabelled); None for single images."""
+    frames must carry (a verified frame of another run is relabelled); None for single images.
+    `accept_pending`: a raw frame whose temporal pass is pending counts as done (a chunk or a distributed
+    worker, whose frames finalize completes); otherwise it is computed again (the local engine runs the pass
+    itself)."""
     requested = set(expect.tasks)
     doc, why, sidecars_ok = bundle_state(folder, name)
     run = (doc or {}).get("run") or {}
     if doc is not None and run.get("source") != dict(expect.source):
         doc, why = None, "it was made from another input"
+    if doc is not None and is_pending(doc) and not (accept_pending and run.get("id") == run_id):
+        doc, why = None, "its temporal pass is pending (a chunk of another run made it)"
     existing = {t for t in run.get("tasks", []) if t in catalogue.RUN_ORDER} if doc is not None else set()
     held = requested | (set() if expect.clean else existing)
     settings = {t: expect.task_settings(t, held) for t in held}
@@ -274,9 +293,25 @@ def sequence_run(folder: Path, name: str, default: RunInfo, *, skip_existing: bo
     return default
 
 
-def partial_marker(name: str, run: RunInfo, tasks: Sequence[str], frames: int | None) -> dict[str, Any]:
-    """`<name>.partial.json`: written before a sequence's first commit, removed after its index is written."""
+def partial_marker(
+    name: str,
+    run: RunInfo,
+    tasks: Sequence[str],
+    frames: int | None,
+    *,
+    numbers: Sequence[int] | None = None,
+    fps: float | None = None,
+) -> dict[str, Any]:
+    """`<name>.partial.json`: written before a sequence's first commit, removed after its index is written.
+    `numbers` (chunks of a render-farm job): every frame number the finished sequence holds, so finalize can
+    tell a missing chunk; `fps`: its frame rate, for the index finalize writes."""
+    extra: dict[str, Any] = {}
+    if numbers is not None:
+        extra["numbers"] = [int(n) for n in numbers]
+    if fps is not None:
+        extra["fps"] = float(fps)
     return {
+        **extra,
         "format": PARTIAL_FORMAT,
         "version": FORMAT_VERSION,
         "name": name,

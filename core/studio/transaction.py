@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import Sapiens2Error
-from ..formats.bundle import CaptureFrame, dump_document, stage_bundle
+from ..formats.bundle import CaptureFrame, dump_document, restage_bundle, stage_bundle
 from .errors import OutputError
 
 PAUSE_ENV = "SAPIENS2_TEST_PAUSE_AT"
@@ -233,6 +233,7 @@ class FrameTransaction:
         self.folder, self.name = folder, name
         self.token = uuid.uuid4().hex[:8]
         self.staged: dict[str, Path] = {}  # final name → temporary
+        self.kept: dict[str, int] = {}  # final name → bytes of a committed file this commit keeps unchanged
         self.doc: dict[str, Any] | None = None
 
     def __enter__(self) -> FrameTransaction:
@@ -256,12 +257,26 @@ class FrameTransaction:
         except (OSError, Sapiens2Error) as exc:
             raise output_error(exc, self.folder / final_name) from None
 
-    def stage_bundle(self, frame: CaptureFrame) -> None:
-        """Write the bundle's EXR now; its JSON (with the sizes of all staged files) is written at commit."""
+    def keep(self, final_names: list[str]) -> None:
+        """Committed files of `<name>` that this commit keeps as they are: listed in `run.files`, not removed."""
+        for final in final_names:
+            try:
+                self.kept[final] = (self.folder / final).stat().st_size
+            except OSError as exc:
+                raise output_error(exc, self.folder / final) from None
+
+    def stage_bundle(
+        self, frame: CaptureFrame, *, source_exr: Path | None = None, points_changed: bool = False
+    ) -> None:
+        """Write the bundle's EXR now (from `frame`, or restaged from the committed `source_exr`:
+        `restage_bundle`); its JSON (with the sizes of all staged files) is written at commit."""
         exr = f"{self.name}.exr"
         tmp = self._temp(exr)
         try:
-            self.doc = stage_bundle(tmp, self.name, frame)
+            if source_exr is None:
+                self.doc = stage_bundle(tmp, self.name, frame)
+            else:
+                self.doc = restage_bundle(tmp, source_exr, self.name, frame, points_changed=points_changed)
         except OSError as exc:
             raise output_error(exc, self.folder / exr) from None
         except Sapiens2Error as exc:
@@ -270,8 +285,9 @@ class FrameTransaction:
             raise
 
     def sizes(self) -> dict[str, int]:
-        """Final name → bytes of every file staged so far."""
-        return {final: tmp.stat().st_size for final, tmp in sorted(self.staged.items())}
+        """Final name → bytes of every file staged so far (and of those kept)."""
+        sizes = {**self.kept, **{final: tmp.stat().st_size for final, tmp in self.staged.items()}}
+        return dict(sorted(sizes.items()))
 
     def commit(self, obsolete: Iterable[str] = ()) -> Path:
         """Commit in the documented order (module docstring); `obsolete`: file names of `<name>` to remove unless
@@ -290,7 +306,7 @@ class FrameTransaction:
         exr = f"{self.name}.exr"
         order = [exr, *sorted(n for n in self.staged if n not in (exr, json_name))]
         final_json = self.folder / json_name
-        obsolete = [n for n in obsolete if n not in self.staged]
+        obsolete = [n for n in obsolete if n not in self.staged and n not in self.kept]
         journal = journal_path(self.folder, self.name)
         renames = [[self.staged[f].name, f] for f in order] + [[json_tmp.name, json_name]]
         write_document(journal, {"format": JOURNAL_FORMAT, "renames": renames, "obsolete": obsolete})

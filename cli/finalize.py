@@ -1,0 +1,23 @@
+"""`sapiens2 finalize`: complete the sequences render-farm chunks wrote (core.studio.finalize) → a summary."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..core.studio.finalize import finalize
+from ..core.studio.host import Host
+
+
+def run_finalize(args: argparse.Namespace) -> int:
+    report = finalize(args.out, smooth=args.smooth, host=Host(on_note=None))
+    for message in report.notes:
+        print(f"sapiens2 finalize: note: {message}", file=sys.stderr)
+    names = ", ".join(report.sequences)
+    kept = f" ({report.kept} already through the pass)" if report.kept else ""
+    print(
+        f"sapiens2: finalized {report.finalized} frame(s){kept}; indexed {len(report.sequences)} sequence(s): "
+        f"{names}",
+        file=sys.stderr,
+    )
+    return 0

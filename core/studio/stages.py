@@ -1,0 +1,220 @@
+"""The per-frame stage of a predict job, shared by every engine: plan a frame, compute its raw results, commit it.
+
+Why here and not inside `PredictJob`: the local engine, a Ray worker and a render-farm chunk all run exactly this
+stage, so a frame computed by any of them is the same file. What differs between engines is only where the
+temporal pass of a sequence (`temporal.SequencePass`) runs: the local engine runs it in memory right before each
+commit; a distributed engine commits the raw frame marked `run.temporal.state = "pending"` and `finalize.py`
+runs the pass later over the frames read back from disk, in frame order.
+
+Raw frames are *canonical* (`canonical_frame`): every value the temporal pass reads is held at the precision the
+bundle stores it (person boxes as float32, the pointmap scale as float32, points with the EXR's invalid points
+zeroed), so a frame in memory and the same frame read back from its bundle are equal inputs to the pass.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import catalogue
+from ..formats.bundle import CaptureFrame, CapturePerson, read_bundle, stored_points
+from ..formats.errors import BundleError
+from .batches import TaskBatch
+from .capture import capture_frames
+from .carry import apply_carry, carried_seg, seg_batch
+from .errors import NonFiniteOutputError, StudioError
+from .finite import nonfinite_frames
+from .host import Host
+from .models import LoadedModel
+from .outputs import write_frame_outputs
+from .resume import Expectation, FramePlan, RunInfo, frame_run_record
+from .tasks import TaskOptions, run_tasks
+from .temporal import TEMPORAL_TASKS
+
+PENDING_SUFFIX = (
+    ".pending.npz"  # what a pending frame's temporal pass needs beyond its bundle (see pending_needs)
+)
+
+
+@dataclass
+class FrameItem:
+    """One frame on its way through a chunk: where it goes, what to do, and its input."""
+
+    folder: Path
+    name: str
+    label: str
+    source_name: str
+    plan: FramePlan
+    source: dict[str, Any]
+    image: np.ndarray
+    boxes: Any = None
+    number: int | None = None
+
+
+def job_expectation(
+    spec: Any,
+    tasks: tuple[str, ...],
+    checkpoints: Mapping[str, str | None],
+    source: dict[str, Any],
+    boxes: Any,
+    *,
+    sequence: bool,
+) -> Expectation:
+    """What the job (a JobSpec) produces for one frame, for `plan_frame`."""
+    smooth = {"smooth": spec.smooth} if sequence else {}
+    return Expectation(
+        tasks=tasks,
+        checkpoints=checkpoints,
+        source=source,
+        settings={
+            "pose": {"flip_test": spec.flip_test, "boxes": boxes, **smooth},
+            "pointmap": dict(smooth),
+        },
+        outputs={"previews": spec.previews, "mesh": spec.mesh},
+        boxes_given=boxes is not None,
+        skip_existing=spec.skip_existing,
+        clean=spec.clean,
+    )
+
+
+def canonical_frame(frame: CaptureFrame) -> None:
+    """Hold the values the temporal pass reads at the bundle's precision, in place (module docstring)."""
+    frame.people = [CapturePerson.coerce(p, i) for i, p in enumerate(frame.people)]
+    for person in frame.people:
+        person.bbox = tuple(float(np.float32(v)) for v in person.bbox)  # type: ignore[assignment]
+    if frame.pointmap_scale is not None:
+        frame.pointmap_scale = float(np.float32(frame.pointmap_scale))
+    if frame.points is not None:
+        frame.points = stored_points(frame.points)[0]
+
+
+def compute_frames(
+    items: list[FrameItem],
+    spec: Any,
+    host: Host,
+    models_for: Callable[[tuple[str, ...]], dict[str, LoadedModel]],
+) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]:
+    """Compute a chunk's tasks (all items share `plan.compute`), carry the rest over, build canonical raw frames.
+
+    Returns the frames and, with `nonfinite="error"`, the refused ones (index → error)."""
+    compute = items[0].plan.compute
+    olds: list[CaptureFrame | None] = []
+    for item in items:
+        old = None
+        if item.plan.carry:
+            try:
+                old = read_bundle(item.folder / f"{item.name}.json", warn=False)
+            except BundleError as exc:  # verified a moment ago; changed since
+                raise StudioError(
+                    f"{item.label}: its earlier results changed while reading them ({exc})"
+                ) from None
+        olds.append(old)
+    batches: dict[str, TaskBatch] = {}
+    if compute:
+        options = TaskOptions(
+            chunk_size=len(items),
+            flip_test=spec.flip_test,
+            boxes=None if all(i.boxes is None for i in items) else [i.boxes for i in items],
+        )
+        segs = seg_batch([carried_seg(old, i.plan.carry) for old, i in zip(olds, items)])
+        batches = run_tasks(
+            models_for(compute),
+            [i.image for i in items],
+            host,
+            options,
+            seg=segs if "seg" not in compute else None,
+            labels=[i.label for i in items],
+        )
+    frames = []
+    for index, (item, old) in enumerate(zip(items, olds)):
+        own = {task: TaskBatch(task, [b.results[index]], b.model) for task, b in batches.items()}
+        mask = old.mask if old is not None and "seg" in item.plan.carry and old.mask is not None else None
+        frame = capture_frames([item.image], own, mask=mask, source_names=[item.source_name], host=host)[0]
+        apply_carry(frame, old, item.plan.carry)
+        canonical_frame(frame)
+        frames.append(frame)
+    refused: dict[int, NonFiniteOutputError] = {}
+    if spec.nonfinite == "error":
+        for index, tasks in nonfinite_frames(batches).items():
+            refused[index] = NonFiniteOutputError(
+                f"{items[index].label}: the {', '.join(tasks)} output holds NaN/inf values, so it was not "
+                "written (with --nonfinite warn it is written, the values stored as invalid)"
+            )
+    return frames, refused
+
+
+def pending_needs(spec: Any, tasks: Sequence[str]) -> tuple[bool, bool]:
+    """(image, normals): what finalize needs beyond the bundle to redraw the files the temporal pass changes —
+    the input image for the pose preview (smoothed keypoints) or the mesh's colours (smoothed depth), and the
+    float32 normals for the mesh (the EXR holds them as half floats)."""
+    smooth_pose = spec.smooth and "pose" in tasks and spec.previews
+    smooth_mesh = spec.smooth and "pointmap" in tasks and spec.mesh is not None
+    return smooth_pose or smooth_mesh, smooth_mesh and "normal" in tasks
+
+
+def temporal_record(spec: Any, fps: float, plan: FramePlan) -> dict[str, Any] | None:
+    """`run.temporal` of a pending frame: the pass still to run, with what it needs (None: nothing to do)."""
+    computed = [t for t in plan.compute if t in TEMPORAL_TASKS]
+    if not computed:
+        return None
+    return {"state": "pending", "fps": float(fps), "smooth": bool(spec.smooth), "computed": computed}
+
+
+def commit_frame(
+    item: FrameItem,
+    frame: CaptureFrame,
+    run: RunInfo,
+    spec: Any,
+    *,
+    temporal: dict[str, Any] | None = None,
+) -> Path:
+    """One frame's transaction (transaction.py): previews, keypoint JSONs, mesh, EXR, JSON last. With `temporal`
+    (a pending frame), also the sidecar finalize needs (`pending_needs`), in the same commit."""
+    outputs = {"previews": spec.previews, "mesh": spec.mesh}
+    frame.frame = item.number
+    frame.run = frame_run_record(run, item.plan, item.source, outputs)
+    extra: dict[str, Callable[[Path], Any]] = {}
+    if temporal is not None:
+        frame.run["temporal"] = temporal
+        want_image, want_normals = pending_needs(spec, item.plan.tasks)
+        arrays: dict[str, np.ndarray] = {}
+        if want_image:
+            arrays["image"] = np.asarray(item.image)
+        if want_normals and frame.normals is not None:
+            arrays["normals"] = np.asarray(frame.normals, dtype=np.float32)
+        if arrays:
+            extra[f"{item.name}{PENDING_SUFFIX}"] = lambda path: _save_arrays(path, arrays)
+    os.makedirs(item.folder, exist_ok=True)
+    return write_frame_outputs(
+        item.folder,
+        item.name,
+        frame,
+        item.image,
+        with_previews=spec.previews,
+        mesh_format=spec.mesh,
+        extra=extra,
+    )
+
+
+def _save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    path.write_bytes(buffer.getvalue())
+
+
+def load_pending_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a pending frame's sidecar (empty when it has none)."""
+    if not path.is_file():
+        return {}
+    with np.load(path, allow_pickle=False) as data:
+        return {key: data[key] for key in data.files}
+
+
+def tasks_in_run_order(tasks: Sequence[str]) -> tuple[str, ...]:
+    return tuple(t for t in catalogue.RUN_ORDER if t in tasks)

@@ -1,0 +1,180 @@
+"""Render-farm chunks (`predict --frames A-B --run-id ID`) and `finalize` (issue #12, docs/scale.md).
+
+The guarantee tested: chunks of a sequence, finalized, give the same files as one full local run — every EXR
+channel and every JSON value apart from timestamps and run records — with smoothing on; finalize refuses, naming
+the frames, when some are missing or come from another run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+pytest.importorskip("OpenEXR")
+from sapiens2_studio.cli.main import main
+from sapiens2_studio.core.formats.exr import read_exr
+from sapiens2_studio.core.formats.sequence import read_sequence
+from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
+
+FRAMES = 30
+TASKS = "pose,pointmap,normal"
+VOLATILE = {"run", "started", "committed", "id"}  # per-run records and timestamps
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for seed, task in enumerate(TASKS.split(",")):
+        write_synthetic_checkpoint(home / task / f"sapiens2_0.4b_{task}.safetensors", task=task, seed=seed)
+    return home
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory) -> Path:
+    """A 30-frame numbered sequence whose two people move, on a slowly changing image (the scale moves)."""
+    folder = tmp_path_factory.mktemp("src") / "walk"
+    folder.mkdir()
+    base = np.random.default_rng(0).integers(0, 256, (32, 24, 3)).astype(np.float64)
+    for n in range(1, FRAMES + 1):
+        noise = np.random.default_rng(n).normal(0, 12, base.shape)
+        rgb = np.clip(base + noise + 3 * n, 0, 255).astype(np.uint8)
+        Image.fromarray(rgb).save(folder / f"walk_{n:04d}.png")
+    boxes = [[1, 1, 12, 30], [11, 2, 23, 31]]
+    (folder.parent / "boxes.json").write_text(json.dumps(boxes), encoding="utf-8")
+    return folder
+
+
+def predict(home: Path, walk: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
+    args = ["predict", str(walk), "--tasks", tasks, "--out", str(out), "--checkpoint-dir", str(home)]
+    args += ["--no-download", "--device", "cpu", "--boxes", str(walk.parent / "boxes.json"), "--no-flip-test"]
+    mesh = ["--mesh", "ply"] if "pointmap" in tasks else []
+    return main([*args, "--smooth", *mesh, "--fps", "24", *extra])
+
+
+def _strip(value):
+    if isinstance(value, dict):
+        return {k: _strip(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [_strip(v) for v in value]
+    return value
+
+
+def assert_same_outputs(a: Path, b: Path) -> None:
+    names = sorted(p.name for p in a.iterdir())
+    assert names == sorted(p.name for p in b.iterdir())
+    for name in names:
+        pa, pb = a / name, b / name
+        if name.endswith(".exr"):
+            ca, _ = read_exr(pa)
+            cb, _ = read_exr(pb)
+            assert sorted(ca) == sorted(cb), name
+            for ch in ca:
+                np.testing.assert_array_equal(ca[ch], cb[ch], err_msg=f"{name} {ch}")
+        elif name.endswith(".json"):
+            da = json.loads(pa.read_text(encoding="utf-8"))
+            db = json.loads(pb.read_text(encoding="utf-8"))
+            assert _strip(da) == _strip(db), name
+        else:  # previews and meshes: byte for byte
+            assert pa.read_bytes() == pb.read_bytes(), name
+
+
+@pytest.fixture(scope="module")
+def full_run(tmp_path_factory, home, walk) -> Path:
+    out = tmp_path_factory.mktemp("full")
+    assert predict(home, walk, out) == 0
+    return out / "walk"
+
+
+def test_chunks_then_finalize_equal_one_full_run(tmp_path, home, walk, full_run, capsys) -> None:
+    out = tmp_path / "farm"
+    for first, last in ((21, 30), (1, 10), (11, 20)):  # in any order, as a farm manager dispatches them
+        assert predict(home, walk, out, "--frames", f"{first}-{last}", "--run-id", "shot42") == 0
+    folder = out / "walk"
+    assert not (folder / "walk.sequence.json").exists()  # chunks never write the index
+    assert (folder / "walk.partial.json").exists()
+    assert main(["finalize", str(out)]) == 0
+    assert "finalized 30 frame(s)" in capsys.readouterr().err
+    assert not (folder / "walk.partial.json").exists()
+    seq = read_sequence(folder / "walk.sequence.json")
+    assert seq.frame_numbers == list(range(1, FRAMES + 1))
+    tracks = [[p.track_id for p in f.people] for f in seq]
+    assert all(sorted(t) == [0, 1] for t in tracks)
+    scales = [f.pointmap_scale for f in seq]
+    assert len(set(scales)) > 1  # the scale really moved, so its smoothing was exercised
+    assert_same_outputs(full_run, folder)
+    # A second finalize finds nothing to do; a resumed chunk keeps its frames.
+    assert main(["finalize", str(out)]) == 1
+    assert "no sequence waits for finalize" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory, walk) -> Path:
+    """The first 6 frames of `walk` (the refusal paths need no more)."""
+    folder = tmp_path_factory.mktemp("short") / "walk"
+    folder.mkdir()
+    for n in range(1, 7):
+        (folder / f"walk_{n:04d}.png").write_bytes((walk / f"walk_{n:04d}.png").read_bytes())
+    (folder.parent / "boxes.json").write_text((walk.parent / "boxes.json").read_text())
+    return folder
+
+
+def test_finalize_refuses_missing_frames_and_other_runs(tmp_path, home, short, capsys) -> None:
+    out = tmp_path / "farm"
+
+    def chunk(frames: str, run: str, *extra: str) -> int:
+        return predict(home, short, out, "--frames", frames, "--run-id", run, *extra, tasks="pose")
+
+    assert chunk("1-2", "shotA") == 0
+    assert chunk("5-6", "shotA") == 0
+    capsys.readouterr()
+    assert main(["finalize", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "2 frame(s) missing: 3-4" in err and "--skip-existing" in err
+    assert not (out / "walk" / "walk.sequence.json").exists()
+    # the missing chunk run under another run id (a typo in the farm job): finalize names both runs
+    assert chunk("3-4", "shotB") == 0
+    capsys.readouterr()
+    assert main(["finalize", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "come from run shot" in err and "shotA" in err and "shotB" in err
+    assert not (out / "walk" / "walk.sequence.json").exists()
+    # every chunk again under the right run with --skip-existing: only the foreign frames are computed
+    for frames in ("1-2", "3-4", "5-6"):
+        assert chunk(frames, "shotA", "--skip-existing") == 0
+    assert main(["finalize", str(out)]) == 0
+    seq = read_sequence(out / "walk" / "walk.sequence.json")
+    assert seq.frame_numbers == list(range(1, 7))
+    assert {f.run["id"] for f in seq} == {"shotA"}
+
+
+def test_frames_need_a_run_id(tmp_path, home, walk, capsys) -> None:
+    assert predict(home, walk, tmp_path / "o", "--frames", "1-10") == 2
+    assert "--run-id" in capsys.readouterr().err
+
+
+def test_ray_engine_is_refused_clearly_until_it_exists(tmp_path, home, walk, capsys) -> None:
+    assert predict(home, walk, tmp_path / "o", "--engine", "ray") == 2
+    assert "Ray engine is not implemented yet" in capsys.readouterr().err
+
+
+def test_shared_lock_joins_writers_of_one_run_only(tmp_path) -> None:
+    from sapiens2_studio.core.studio.errors import OutputError
+    from sapiens2_studio.core.studio.lock import OutputLock
+
+    first, second = OutputLock(tmp_path, "shot1", shared=True), OutputLock(tmp_path, "shot1", shared=True)
+    first.acquire()
+    second.acquire()  # a second chunk of the same run joins
+    with pytest.raises(OutputError, match="shot1"):
+        OutputLock(tmp_path, "other", shared=True).acquire()
+    with pytest.raises(OutputError, match="shot1"):
+        OutputLock(tmp_path, "shot1").acquire()  # an exclusive holder (finalize) waits for the chunks
+    first.release()
+    assert (tmp_path / ".sapiens2.lock").exists()  # the last one out removes it
+    second.release()
+    assert not (tmp_path / ".sapiens2.lock").exists()
+    with OutputLock(tmp_path, "shot1"):
+        pass
