@@ -16,7 +16,7 @@ from sapiens2_studio.core.formats import bundle as bundle_mod
 from sapiens2_studio.core.formats.bundle import CaptureFrame, read_bundle, write_bundle
 from sapiens2_studio.core.formats.exr import read_exr, srgb_to_linear, write_exr
 from sapiens2_studio.core.pipeline import images as images_mod
-from sapiens2_studio.core.pipeline.postprocess import normals_to_image, uncrop, unit_normals
+from sapiens2_studio.core.pipeline.postprocess import count_nonfinite, normals_to_image, uncrop, unit_normals
 from sapiens2_studio.core.pipeline.preprocess import dense_layout
 from sapiens2_studio.core.shading.conventions import model_to_canonical
 from sapiens2_studio.core.studio.errors import StudioError
@@ -204,6 +204,24 @@ def test_in_place_normal_finishing_matches_the_reference_formula() -> None:
         raw = torch.randn(1, 3, 1024, 768)
         reference = model_to_canonical(unit_normals(uncrop(unit_normals(raw), layout)), dim=-3)
         assert torch.equal(normals_to_image(raw.clone(), layout), reference)
+
+
+def test_nonfinite_count_is_exact_for_every_kind_and_place() -> None:
+    def reference(x: torch.Tensor) -> int:
+        return int((~torch.isfinite(x)).sum()) if x.is_floating_point() else 0
+
+    base = torch.randn(37, 53, 3)
+    cases = [base, base.half(), base.to(torch.bfloat16), base[:, ::2, 1], torch.empty(0, 3), torch.arange(12)]
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        for where in ((0, 0, 0), (36, 52, 2), (18, 7, 1)):
+            x = base.clone()
+            x[where] = bad
+            cases.append(x)
+        y = base.clone()
+        y[::5, ::3] = bad
+        cases += [y, y.permute(2, 0, 1)]
+    for x in cases:
+        assert count_nonfinite(x) == reference(x)
 
 
 def test_dense_tasks_share_one_preprocessing(monkeypatch: pytest.MonkeyPatch, tiny_checkpoints) -> None:

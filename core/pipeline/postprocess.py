@@ -19,6 +19,20 @@ from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
 
 
+def count_nonfinite(x: Tensor) -> int:
+    """Number of NaN/inf entries of a floating-point tensor (0 for other dtypes), on the tensor's device.
+
+    Why not `(~isfinite(x)).sum()` alone: that makes two full-size temporaries and an int64 sum, ~90 core-ms for a
+    1080p (H, W, 3) map on the CPU. One `aminmax` pass (no temporary; NaN propagates to both results, +inf shows in
+    the max, -inf in the min) says whether every value is finite; only then is the exact count skipped."""
+    if not x.is_floating_point() or x.numel() == 0:
+        return 0
+    low, high = torch.aminmax(x)
+    if bool(torch.isfinite(low) & torch.isfinite(high)):
+        return 0
+    return int((~torch.isfinite(x)).sum())
+
+
 def _bilinear(x: Tensor, size_hw: tuple[int, int]) -> Tensor:
     if tuple(x.shape[-2:]) == tuple(size_hw):
         return x

@@ -25,6 +25,7 @@ from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (
     albedo_to_image,
+    count_nonfinite,
     default_intrinsics,
     normals_to_image,
     pointmap_intrinsics,
@@ -105,7 +106,7 @@ def predict_seg(
             logits = _forward(model, batch, should_stop).to(torch.float32)
             for j, p in enumerate(prepared):
                 labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
-                bad = int((~torch.isfinite(logits[j])).sum())
+                bad = count_nonfinite(logits[j])
                 results.append(
                     SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
                 )

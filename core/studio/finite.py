@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..pipeline.postprocess import count_nonfinite
 from .batches import TaskBatch, place
 from .host import Host
 
@@ -26,7 +27,7 @@ def _bad(value: Any) -> int:
     if value is None:
         return 0
     if isinstance(value, torch.Tensor):
-        return 0 if not value.is_floating_point() else int((~torch.isfinite(value)).sum())
+        return count_nonfinite(value)
     array = np.asarray(value)
     return int((~np.isfinite(array)).sum()) if np.issubdtype(array.dtype, np.floating) else 0
 
