@@ -4,6 +4,8 @@ and the front-ends hold no maths of their own."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,3 +89,15 @@ def test_front_ends_do_no_maths():
             assert "numpy" not in imported, path.name
             if path.name != "comfy_host.py":
                 assert "torch" not in imported, path.name
+
+
+def test_the_cli_parser_imports_no_torch():
+    """`sapiens2 --help` and argument errors must stay instant: the parser's imports (catalogue, engines,
+    writer defaults) may not pull torch or numpy in through a package `__init__`."""
+    code = (
+        "import sys; from sapiens2_studio.cli.arguments import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'numpy') if m in sys.modules))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

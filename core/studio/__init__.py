@@ -3,35 +3,40 @@
 Layers and rules: docs/architecture.md. The pieces a script needs are importable from here::
 
     from sapiens2_studio.core.studio import JobSpec, Studio, run_job
+
+They are loaded on first use (PEP 562), so the light modules here (`engines`, `pipelining`, `errors`) can be
+imported without torch — the CLI's parser does, and `sapiens2 --help` stays instant.
 """
 
-from .batches import TaskBatch
-from .capture import capture_frames
-from .errors import InputError, OutOfMemoryError, OutputError, StudioError
-from .execution import ExecutionPlan, plan_execution
-from .host import Host
-from .job import JobReport, JobSpec, PredictJob, run_job
-from .models import LoadedModel, ModelCache
-from .studio import Studio
-from .tasks import TaskOptions, run_tasks
+from __future__ import annotations
 
-__all__ = [
-    "ExecutionPlan",
-    "Host",
-    "InputError",
-    "JobReport",
-    "JobSpec",
-    "LoadedModel",
-    "ModelCache",
-    "OutOfMemoryError",
-    "OutputError",
-    "PredictJob",
-    "Studio",
-    "StudioError",
-    "TaskBatch",
-    "TaskOptions",
-    "capture_frames",
-    "plan_execution",
-    "run_job",
-    "run_tasks",
-]
+from importlib import import_module
+from typing import Any
+
+_LAZY = {
+    "TaskBatch": ".batches",
+    "capture_frames": ".capture",
+    "InputError": ".errors",
+    "OutOfMemoryError": ".errors",
+    "OutputError": ".errors",
+    "StudioError": ".errors",
+    "ExecutionPlan": ".execution",
+    "plan_execution": ".execution",
+    "Host": ".host",
+    "JobReport": ".job",
+    "JobSpec": ".job",
+    "PredictJob": ".job",
+    "run_job": ".job",
+    "LoadedModel": ".models",
+    "ModelCache": ".models",
+    "Studio": ".studio",
+    "TaskOptions": ".tasks",
+    "run_tasks": ".tasks",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
