@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..core.catalogue import (
@@ -39,14 +39,25 @@ def _batch_size(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
 
 
-def _writers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of writers (0 or more), not {value}")
-    return value
+def _count(minimum: int, noun: str) -> Callable[[str], int]:
+    """An argparse type for a whole number of `noun` of at least `minimum`."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number of {noun} ({minimum} or more), not {text!r}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a number of {noun} ({minimum} or more), not {value}")
+        return value
+
+    return parse
+
+
+_writers = _count(0, "writers")
+_workers = _count(1, "workers")
 
 
 def _frame_range(text: str) -> tuple[int, int]:
@@ -58,16 +69,6 @@ def _frame_range(text: str) -> tuple[int, int]:
             f"expected a frame range FIRST-LAST (e.g. 1001-1100), not {text!r}"
         ) from None
     return a, b
-
-
-def _workers(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), not {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), not {value}")
-    return value
 
 
 def parse_tasks(text: str) -> list[str]:
