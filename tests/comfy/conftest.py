@@ -32,6 +32,7 @@ def _load(name: str):
 harness = _load("harness")
 workflow_builder = _load("workflow_builder")
 hosts = _load("hosts")
+consumers = _load("consumers")  # for the interop tests: sys.modules["sapiens2_comfy_consumers"]
 MATRIX = hosts.load_matrix()
 
 

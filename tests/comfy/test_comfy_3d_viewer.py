@@ -7,11 +7,9 @@ bundles three.js without named exports (ComfyUI 0.3.64's pinned 1.27), and only 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,16 +21,7 @@ RED, BLUE = (220, 40, 40), (40, 40, 220)
 NAMED_THREE_SINCE = (1, 30)  # frontends before ~1.30 (0.3.64's 1.27) bundle three.js without named exports
 
 
-def _helper(name: str):
-    key = f"sapiens2_comfy_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
-        sys.modules[key] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[key])
-    return sys.modules[key]
-
-
-consumers = _helper("consumers")
+consumers = sys.modules["sapiens2_comfy_consumers"]  # loaded by conftest.py (tests are not a package)
 
 
 @pytest.fixture(scope="module")

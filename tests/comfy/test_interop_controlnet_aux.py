@@ -8,12 +8,10 @@ are). "legacy" is what the previous default ("core (real scores)") wrote for it:
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import sys
 import urllib.parse
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,16 +27,7 @@ PARTS = {"body": 18, "face": 70, "hands": 42}
 SDPOSE_SINCE = "0.33.0"  # the oldest host of the matrix with ComfyUI core's SDPose nodes
 
 
-def _helper(name: str):
-    key = f"sapiens2_comfy_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
-        sys.modules[key] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[key])
-    return sys.modules[key]
-
-
-consumers = _helper("consumers")
+consumers = sys.modules["sapiens2_comfy_consumers"]  # loaded by conftest.py (tests are not a package)
 
 
 def _person() -> np.ndarray:
