@@ -232,21 +232,17 @@ class Frontend:
 
     def missing_models(self, workflow: dict, name: str) -> MissingModels:
         """Load ``workflow`` and read the frontend's missing-model report; click each file's Download and
-        record what the browser starts to download (requests to other hosts are answered locally)."""
-        from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-        self.page.keyboard.press("Escape")
-        self.downloads.clear()
-        error = self.page.evaluate(LOAD, {"wf": workflow, "name": name})
-        if error:
-            raise AssertionError(f"app.loadGraphData failed: {error[:300]}")
-        shown = f"() => !!({MISSING_MODELS})() || document.body.innerText.includes('View details')"
-        try:
-            self.page.wait_for_function(shown, timeout=15_000)
-            if not self.page.evaluate(MISSING_MODELS):  # 1.4x+: a toast opens the report in a side panel
-                self.page.get_by_text("View details").first.click()
-                self.page.wait_for_function(f"() => !!({MISSING_MODELS})()", timeout=10_000)
-        except PlaywrightTimeout:
+        record what the browser starts to download (requests to other hosts are answered locally). Loads a
+        second time if the first report was swallowed (see ``_close_missing_models``)."""
+        for _attempt in range(2):
+            self._close_missing_models()
+            self.downloads.clear()
+            error = self.page.evaluate(LOAD, {"wf": workflow, "name": name})
+            if error:
+                raise AssertionError(f"app.loadGraphData failed: {error[:300]}")
+            if self._wait_for_missing_models():
+                break
+        else:
             return MissingModels(None, [])
         text = self.page.evaluate(MISSING_MODELS)
         buttons = self.page.locator(
@@ -258,8 +254,36 @@ class Frontend:
             deadline = time.time() + 10
             while len(self.downloads) == before and time.time() < deadline:
                 self.page.wait_for_timeout(100)
-        self.page.keyboard.press("Escape")
+        self._close_missing_models()
         return MissingModels(text, list(self.downloads))
+
+    def _wait_for_missing_models(self) -> bool:
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        shown = f"() => !!({MISSING_MODELS})() || document.body.innerText.includes('View details')"
+        try:
+            self.page.wait_for_function(shown, timeout=30_000)
+            if not self.page.evaluate(MISSING_MODELS):  # 1.4x+: a toast opens the report in a side panel
+                self.page.get_by_text("View details").first.click()
+                self.page.wait_for_function(f"() => !!({MISSING_MODELS})()", timeout=10_000)
+        except PlaywrightTimeout:
+            return False
+        return True
+
+    def _close_missing_models(self) -> None:
+        """Close an open report and wait until it is gone: a report still closing when the next workflow loads
+        swallows that workflow's report (the frontend reuses the dialog), which made the check flaky on CI."""
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        for _ in range(3):
+            if not self.page.evaluate(MISSING_MODELS):
+                break
+            self.page.keyboard.press("Escape")
+            try:
+                self.page.wait_for_function(f"() => !({MISSING_MODELS})()", timeout=5_000)
+            except PlaywrightTimeout:
+                continue
+        self.page.wait_for_timeout(300)  # let the dialog's leave transition finish
 
     def set_widget(self, node_type: str, widget: str, value) -> None:
         self.page.evaluate(SET_WIDGET, {"type": node_type, "widget": widget, "value": value})
