@@ -271,10 +271,12 @@ class Frontend:
         return True
 
     def _close_missing_models(self) -> None:
-        """Close an open report and wait until it is gone: a report still closing when the next workflow loads
-        swallows that workflow's report (the frontend reuses the dialog), which made the check flaky on CI."""
+        """Close whatever dialog is open (a start-up one would hide the report) and wait until no report is left:
+        a report still closing when the next workflow loads swallows that workflow's report (the frontend reuses
+        the dialog), which made the check flaky on CI."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+        self.page.keyboard.press("Escape")
         for _ in range(3):
             if not self.page.evaluate(MISSING_MODELS):
                 break
