@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-address", help="ray engine: auto or HOST:PORT of a running cluster (default: start one)"
     )
     p.add_argument(
-        "--workers", type=_workers, help="ray engine: model workers (default: one per GPU, else 2)"
+        "--workers", type=_workers, help="ray engine: model workers (default: one per GPU, else 1)"
     )
     p.add_argument(
         "--gpus-per-worker", type=float, help="ray engine: GPUs per worker (default 1 on GPUs, else 0)"

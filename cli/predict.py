@@ -25,6 +25,8 @@ def run_predict(args: argparse.Namespace) -> int:
         progress.close()
     for message in report.notes:
         print(f"sapiens2 predict: note: {message}", file=sys.stderr)
+    for message in report.retried:
+        print(f"sapiens2 predict: retried: {message}", file=sys.stderr)
     for message in report.failures:
         print(f"sapiens2 predict: error: {message}", file=sys.stderr)
     kept = f", kept {report.skipped} verified result(s)" if report.skipped else ""

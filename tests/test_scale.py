@@ -156,11 +156,6 @@ def test_frames_need_a_run_id(tmp_path, home, walk, capsys) -> None:
     assert "--run-id" in capsys.readouterr().err
 
 
-def test_ray_engine_is_refused_clearly_until_it_exists(tmp_path, home, walk, capsys) -> None:
-    assert predict(home, walk, tmp_path / "o", "--engine", "ray") == 2
-    assert "Ray engine is not implemented yet" in capsys.readouterr().err
-
-
 def test_shared_lock_joins_writers_of_one_run_only(tmp_path) -> None:
     from sapiens2_studio.core.studio.errors import OutputError
     from sapiens2_studio.core.studio.lock import OutputLock

@@ -37,3 +37,7 @@ class FinalizeError(InputError):
                 "python": "run the missing chunks with JobSpec(frames=…, run_id=…), then finalize() again",
             },
         )
+
+
+class EngineError(StudioError):
+    """A distributed engine cannot run the job: Ray is missing, the cluster is unreachable, workers keep dying."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -121,13 +121,19 @@ def finalize(
     smooth: bool | None = None,
     host: Host | None = None,
     on_frame: Callable[[str], Any] | None = None,
+    sequences: Collection[str] | None = None,
+    locked: bool = False,
 ) -> FinalizeReport:
     """Run the temporal pass over the pending frames of every chunked sequence in `out` and write their indexes
-    (module docstring). `smooth`: None keeps what the chunks recorded; True/False overrides it."""
+    (module docstring). `smooth`: None keeps what the chunks recorded; True/False overrides it. `sequences`:
+    only these (a distributed run's driver finalizes its own); `locked`: the caller holds the folder's exclusive
+    lock and has recovered what killed writers left (`job.recover_left_overs`)."""
     out = Path(out)
     host = host or Host()
     report = FinalizeReport(out)
     markers = chunk_markers(out)
+    if sequences is not None:
+        markers = [(f, m) for f, m in markers if m.get("name") in sequences]
     if not markers:
         raise InputError(
             f"{out}: no sequence waits for finalize (no <name>.partial.json left by chunks with --frames)",
@@ -135,16 +141,18 @@ def finalize(
         )
     runs = {(m.get("run") or {}).get("id") for _, m in markers}
     run_id = str(sorted(runs, key=str)[0])
-    lock = lock_output(out, run_id if len(runs) == 1 else "finalize", host)
+    lock = None if locked else lock_output(out, run_id if len(runs) == 1 else "finalize", host)
     try:
-        from .job import recover_left_overs
+        if lock is not None:
+            from .job import recover_left_overs
 
-        recover_left_overs(out, host)
+            recover_left_overs(out, host)
         checked = [(folder, marker, check_sequence(folder, marker)) for folder, marker in markers]
         for folder, marker, frames in checked:  # every sequence checked before any changes
             _finalize_sequence(folder, marker, frames, smooth, report, on_frame)
     finally:
-        lock.release()
+        if lock is not None:
+            lock.release()
     report.notes = list(host.notes)
     return report
 

@@ -12,6 +12,7 @@ unfinished sequence carries a `<name>.partial.json` marker instead.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -33,7 +34,7 @@ from ..formats.sequence import SequenceWriter
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .carry import people_from_doc
 from .engines import ENGINES
-from .errors import InputError, NonFiniteOutputError, StudioError
+from .errors import EngineError, InputError, NonFiniteOutputError, StudioError
 from .finite import NONFINITE_POLICIES
 from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
@@ -173,12 +174,15 @@ class JobSpec:
                 "Ray address, workers and GPUs per worker only apply to the Ray engine",
                 hints={"cli": "add --engine ray"},
             )
-        if self.engine == "ray":
+        if self.engine == "ray" and importlib.util.find_spec("ray") is None:
+            from .engines.ray_engine import INSTALL_HINTS
+
+            raise EngineError("the Ray engine needs Ray, which is not installed", hints=INSTALL_HINTS)
+        if self.engine == "ray" and self.frames is not None:
             raise StudioError(
-                "the Ray engine is not implemented yet in this version (docs/scale.md); the local engine runs "
-                "the job, and render-farm chunks (frames=…, run_id=…, then finalize) spread a sequence over "
-                "several GPUs or machines",
-                hints={"cli": "drop --engine ray, or split the sequence with --frames A-B --run-id ID"},
+                "a frame range is a render-farm chunk of the local engine; the Ray engine splits the frames "
+                "across its workers itself",
+                hints={"cli": "drop --frames (Ray does every frame) or drop --engine ray (one chunk here)"},
             )
         if self.workers is not None and self.workers < 1:
             raise StudioError(f"the number of workers must be at least 1, got {self.workers}")
@@ -287,19 +291,40 @@ def auto_batch_size(models: dict[str, LoadedModel]) -> int:
     return min(sizes) if sizes else 1
 
 
-class PredictJob:
-    """Runs a JobSpec on one machine (the local engine)."""
+@dataclass
+class Member:
+    """A predict job run as one work unit of a distributed run (`engines/`): it joins the run's shared lock and
+    leaves recovery, the temporal pass and the indexes to the driver. `run`: the run its frames carry; `cache`:
+    the worker's models, kept across units (weights load once per worker); `retry`: the unit runs again after
+    its worker died, so frames this run already committed count as done (verified) and are not written twice,
+    while frames of other runs are treated as in the first attempt."""
 
-    def __init__(self, spec: JobSpec, *, host: Host | None = None, on_item: ItemFn | None = None) -> None:
+    run: RunInfo
+    cache: ModelCache
+    retry: bool = False
+
+
+class PredictJob:
+    """Runs a JobSpec on one machine (the local engine); with `member`, one work unit of a distributed run."""
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        *,
+        host: Host | None = None,
+        on_item: ItemFn | None = None,
+        member: Member | None = None,
+    ) -> None:
         spec.validate()
         self.spec = spec
         self.host = host or Host()
         self.on_item = on_item
         self.out = Path(spec.out).expanduser()
-        self.run_info = RunInfo.new(spec.run_id)
+        self.member = member
+        self.run_info = member.run if member is not None else RunInfo.new(spec.run_id)
         self.report = JobReport(self.out, run_id=self.run_info.id)
         self.models: dict[str, LoadedModel] = {}
-        self.cache = ModelCache()
+        self.cache = member.cache if member is not None else ModelCache()
         self.batch = 1 if spec.batch_size == "auto" else int(spec.batch_size)
         self.tasks = tuple(t for t in catalogue.RUN_ORDER if t in spec.tasks)
         self._created: list[Path] = []  # folders this run made (removed again if it commits nothing there)
@@ -324,18 +349,36 @@ class PredictJob:
             return None
         return sum(1 if isinstance(j, ImageJob) else len(j.frames) for j in self.jobs)
 
+    def prepare_unit(self, jobs: list[ImageJob | SequenceJob]) -> None:
+        """A work unit's set-up: the driver collected and checked the inputs and the output folder already;
+        the checkpoints are the driver's resolved files (`spec.checkpoints`)."""
+        require_openexr()
+        self.jobs = jobs
+        self.boxes = read_boxes_file(self.spec.boxes_file)
+        self.paths = resolve_checkpoints(self.spec)
+
+    @property
+    def _trusted_run(self) -> str | None:
+        """The run whose committed frames a retried unit takes as done (`Member.retry`)."""
+        return self.run_info.id if self.member is not None and self.member.retry else None
+
     def run(self) -> JobReport:
         if not hasattr(self, "jobs"):
             self.prepare()
+        if self.spec.engine == "ray" and self.member is None:
+            from .engines.ray_engine import run_on_ray
+
+            return run_on_ray(self)
         self._make_folder(self.out)
         lock = None
         try:
-            chunk = self.spec.frames is not None  # a farm chunk: other chunks of the run may write beside it
-            lock = lock_output(self.out, self.run_info.id, self.host, shared=chunk)
+            # a farm chunk or a distributed run's unit: other writers of the run may write beside it
+            shared = self.spec.frames is not None or self.member is not None
+            lock = lock_output(self.out, self.run_info.id, self.host, shared=shared)
             pause_point("locked")
-            if not chunk:
+            if not shared:
                 recover_left_overs(self.out, self.host)
-            if self.spec.skip_existing:
+            if self.spec.skip_existing or self._trusted_run:
                 self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in self.paths.items()}
             with OrderedWriter(self.spec.writers) as self._writers:  # see pipelining.py
                 self._run_images([j for j in self.jobs if isinstance(j, ImageJob)])
@@ -385,7 +428,18 @@ class PredictJob:
             self.on_item(1, label)
 
     def _expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Any:
-        return job_expectation(self.spec, self.tasks, self._shas, source, boxes, sequence=sequence)
+        return job_expectation(
+            self.spec, self.tasks, self._shas, source, boxes, sequence=sequence, trusted_run=self._trusted_run
+        )
+
+    def _kept(self, plan: Any) -> None:
+        """Count a frame not written now: kept from an earlier run, or committed by this run's worker that died
+        (a retried unit), which this run did write."""
+        committed_by = ((plan.doc or {}).get("run") or {}).get("id")
+        if self._trusted_run is not None and committed_by == self._trusted_run:
+            self.report.written += 1
+        else:
+            self.report.skipped += 1
 
     # ------------------------------------------------------------------------------------------------ frames
 
@@ -438,7 +492,7 @@ class PredictJob:
                 boxes = boxes_for(self.boxes, job.path.name)
                 plan = plan_frame(self.out, job.name, self._expectation(source, boxes, sequence=False))
                 if plan.action != "write":
-                    self.report.skipped += 1
+                    self._kept(plan)
                     self._item_done(job.name)
                     continue
                 image = load_image(job.path)
@@ -462,21 +516,18 @@ class PredictJob:
 
     def _sequence_sources(
         self, sequence: SequenceJob
-    ) -> Iterator[tuple[int, str, Callable[[], np.ndarray], dict]]:
-        """(frame number, source name, image loader, source identity) per frame; image files are decoded only
-        when a frame needs them, a video is decoded in order (it cannot be read otherwise)."""
+    ) -> Iterator[tuple[int, str, Callable[[], np.ndarray], Callable[[], dict]]]:
+        """(frame number, source name, image loader, source identity) per frame; image files are hashed and
+        decoded only when a frame needs them (a chunk passes over the frames outside its range), a video is
+        decoded in order (it cannot be read otherwise)."""
         if sequence.video is None:
             numbers = sequence.frame_numbers() or []
             for path, number in zip(sequence.frames, numbers):
-                try:
-                    source = image_source(path)
-                except OSError as exc:
-                    raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-                yield number, path.name, (lambda p=path: load_image(p)), source
+                yield number, path.name, (lambda p=path: load_image(p)), (lambda p=path: _file_source(p))
             return
         ahead = self.batch if self.spec.writers else 0  # decode the next chunk while the models run
         for number, (name, image) in enumerate(prefetch(sequence.iter_frames(), ahead), start=1):
-            yield number, name, (lambda im=image: im), video_source(sequence.video, number)
+            yield number, name, (lambda im=image: im), partial(video_source, sequence.video, number)
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, StudioError | None]:
         """A sequence frame by frame, in order; the index is written only when every frame is committed, over
@@ -544,7 +595,7 @@ class PredictJob:
             buffer.clear()
 
         try:
-            for number, source_name, load, source in self._sequence_sources(sequence):
+            for number, source_name, load, source_of in self._sequence_sources(sequence):
                 if deferred and number > self.spec.frames[1]:  # type: ignore[index]
                     break  # frames come in ascending order: the chunk is done
                 numbers.add(number)
@@ -552,6 +603,7 @@ class PredictJob:
                     continue
                 name = f"{sequence.name}_{number:04d}"
                 label = f"{sequence.name} #{number}"
+                source = source_of()
                 boxes = boxes_for(self.boxes, source_name, number)
                 expect = self._expectation(source, boxes, sequence=True)
                 plan = plan_frame(folder, name, expect, run.id, accept_pending=deferred)
@@ -564,7 +616,7 @@ class PredictJob:
                     writer.record(number, f"{name}.json")
                     doc = plan.doc or {}
                     temporal.kept(people_from_doc(doc), doc.get("pointmap_scale"))
-                    self.report.skipped += 1
+                    self._kept(plan)
                     self._item_done(label)
                     state["done"] += 1
                     continue
@@ -597,6 +649,13 @@ class PredictJob:
         with contextlib.suppress(FileNotFoundError):
             marker.unlink()
         return count, None
+
+
+def _file_source(path: Path) -> dict[str, Any]:
+    try:
+        return image_source(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def recover_left_overs(out: Path, host: Host) -> None:

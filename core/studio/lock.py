@@ -257,6 +257,21 @@ class OutputLock:
         os.close(self._fd)
         self._fd = None
 
+    def share(self) -> None:
+        """Turn an exclusive lock into a shared one for this run's other writers to join (a distributed run's
+        driver, after it recovered what earlier runs left). Like a first shared writer's, the switch is not
+        atomic: a taker slipping in between finds the record naming this run in shared mode, so only this run's
+        writers can join."""
+        if fcntl is None:
+            raise OutputError(
+                f"{self.folder}: writers sharing an output folder need flock, which this system lacks"
+            )
+        if self.shared or self._fd is None:
+            return
+        self.shared = True
+        self._write(self._fd)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+
     def exclusive(self, wait: float = 60.0) -> None:
         """Turn a shared lock into an exclusive one once the other writers are gone (a distributed run's driver,
         before it completes what killed workers left and finalizes); OutputError after `wait` seconds."""

@@ -65,8 +65,10 @@ def job_expectation(
     boxes: Any,
     *,
     sequence: bool,
+    trusted_run: str | None = None,
 ) -> Expectation:
-    """What the job (a JobSpec) produces for one frame, for `plan_frame`."""
+    """What the job (a JobSpec) produces for one frame, for `plan_frame`. `trusted_run`: a retried unit of a
+    distributed run, which keeps that run's committed frames (`job.Member.retry`)."""
     smooth = {"smooth": spec.smooth} if sequence else {}
     return Expectation(
         tasks=tasks,
@@ -78,8 +80,9 @@ def job_expectation(
         },
         outputs={"previews": spec.previews, "mesh": spec.mesh},
         boxes_given=boxes is not None,
-        skip_existing=spec.skip_existing,
+        skip_existing=spec.skip_existing or trusted_run is not None,
         clean=spec.clean,
+        trusted_run=None if spec.skip_existing else trusted_run,
     )
 
 

@@ -21,7 +21,8 @@ them at the start of the next run (under the lock, so none can belong to a live 
 are not fsynced.)
 
 `SAPIENS2_TEST_PAUSE_AT` (tests only, read in `pause_point` alone): `POINT[:N[:ACTION]]` makes the N-th arrival
-(default 1) at a named point act: `kill` (SIGKILL itself), `int` (SIGINT itself; held like a user's Ctrl-C),
+(default 1) at a named point act: `kill` (SIGKILL itself), `kill-once:PATH` (SIGKILL itself if it is the first to
+create PATH: one worker of many dies), `int` (SIGINT itself; held like a user's Ctrl-C),
 `wait:PATH` (create PATH.reached, then wait up to 120 s for PATH to exist). Points: `staged` (all temporaries of a
 frame written), `exr` (EXR renamed, JSON not yet), `files` (all but the JSON committed), `committed` (JSON
 renamed), `index` (before a sequence index is written), `locked` (the folder lock taken, before any model loads).
@@ -67,6 +68,10 @@ def pause_point(point: str) -> None:
         return
     if action in ("", "kill"):
         os.kill(os.getpid(), signal.SIGKILL)
+    elif action.startswith("kill-once:"):  # one process of many (distributed workers) dies, the first to get here
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(action[len("kill-once:") :], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            os.kill(os.getpid(), signal.SIGKILL)
     elif action == "int":
         os.kill(os.getpid(), signal.SIGINT)
     elif action.startswith("wait:"):

@@ -1,5 +1,5 @@
-"""Engines that run a predict job: `local` (this process, `job.PredictJob`) and `ray` (frames split across Ray
-actors: planned, refused with a clear message until it exists; docs/scale.md). Light on purpose (no torch, no
+"""Engines that run a predict job: `local` (this process, `job.PredictJob`) and `ray` (work units spread over Ray
+actors, `ray_engine.py`; the units themselves are engine-neutral, `units.py`). Light on purpose (no torch, no
 ray): the CLI's parser imports the names."""
 
 from __future__ import annotations

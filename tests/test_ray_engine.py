@@ -1,0 +1,274 @@
+"""The Ray engine (`--engine ray`, issue #12, docs/scale.md) on a local Ray with two CPU workers.
+
+What is shown: a folder of images and a 30-frame sequence (smoothing, track ids) give the same files as the local
+engine — every EXR channel, every JSON value apart from run records and timestamps; a corrupt image fails alone
+and the exit code says so; a worker killed mid-job loses and duplicates nothing and the report says what was
+retried; after an interrupted job `--skip-existing` redoes only the frames that were not committed.
+
+The local references run with one torch thread, as each worker here does (its CPU share of two cores): float
+sums on the CPU depend on the thread count, not on the engine (with two threads one N.Z value in 768 differs by
+one half-float step).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+pytest.importorskip("OpenEXR")
+import ray
+from sapiens2_studio.cli.main import main
+from sapiens2_studio.core.formats.sequence import read_sequence
+from sapiens2_studio.core.studio.engines.units import split_work, unit_size
+from sapiens2_studio.core.studio.inputs import ImageJob, SequenceJob
+from sapiens2_studio.core.studio.job import JobSpec, PredictJob
+from sapiens2_studio.core.studio.transaction import PAUSE_ENV
+from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
+from test_scale import assert_same_outputs
+
+TASKS = "pose,pointmap,normal"
+SEQUENCE_TASKS = "pose,pointmap"  # what the temporal pass changes (tracks, keypoints, the pointmap scale)
+FRAMES = 30
+IMAGES = ("alder", "birch", "cedar", "dogwood", "elm", "fir", "ginkgo", "hazel")
+
+
+@pytest.fixture(scope="module")
+def kill_gate(tmp_path_factory) -> Iterator[Path]:
+    """A local Ray for the module; its workers die at their second commit once the gate file is removed."""
+    gate = tmp_path_factory.mktemp("gate") / "killed"
+    gate.touch()  # disarmed
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level="ERROR",
+        runtime_env={"env_vars": {PAUSE_ENV: f"committed:2:kill-once:{gate}"}},
+    )
+    yield gate
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for seed, task in enumerate(TASKS.split(",")):
+        write_synthetic_checkpoint(home / task / f"sapiens2_0.4b_{task}.safetensors", task=task, seed=seed)
+    return home
+
+
+@pytest.fixture(scope="module")
+def photos(tmp_path_factory) -> Path:
+    """Eight photos with unrelated names (single images, not a sequence) and one corrupt file."""
+    folder = tmp_path_factory.mktemp("photos")
+    for n, name in enumerate(IMAGES):
+        rgb = np.random.default_rng(n).integers(0, 256, (32, 24, 3)).astype(np.uint8)
+        Image.fromarray(rgb).save(folder / f"{name}.png")
+    (folder / "zelkova.png").write_bytes(b"\x89PNG\r\n\x1a\n but the rest is not an image")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory) -> Path:
+    """A 30-frame numbered sequence with two people (boxes) on a slowly changing image."""
+    folder = tmp_path_factory.mktemp("src") / "walk"
+    folder.mkdir()
+    base = np.random.default_rng(0).integers(0, 256, (32, 24, 3)).astype(np.float64)
+    for n in range(1, FRAMES + 1):
+        noise = np.random.default_rng(n).normal(0, 12, base.shape)
+        Image.fromarray(np.clip(base + noise + 2 * n, 0, 255).astype(np.uint8)).save(
+            folder / f"walk_{n:04d}.png"
+        )
+    (folder.parent / "boxes.json").write_text(json.dumps([[1, 1, 12, 30], [11, 2, 23, 31]]), encoding="utf-8")
+    return folder
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def predict(home: Path, source: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
+    args = ["predict", str(source), "--tasks", tasks, "--out", str(out), "--checkpoint-dir", str(home)]
+    return main([*args, "--no-download", "--device", "cpu", "--no-flip-test", *extra])
+
+
+def sequence_args(walk: Path) -> list[str]:
+    return ["--boxes", str(walk.parent / "boxes.json"), "--smooth", "--mesh", "ply", "--fps", "24"]
+
+
+def local_reference(home: Path, source: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
+    with one_thread():
+        return predict(home, source, out, *extra, tasks=tasks)
+
+
+@pytest.fixture(scope="module")
+def local_walk(tmp_path_factory, home, walk) -> Path:
+    """The sequence through the local engine: the reference of the sequence tests."""
+    out = tmp_path_factory.mktemp("local")
+    assert local_reference(home, walk, out, *sequence_args(walk), tasks=SEQUENCE_TASKS) == 0
+    return out / "walk"
+
+
+def frame_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_images_equal_the_local_engine_and_a_corrupt_one_fails_alone(
+    tmp_path, kill_gate, home, photos, capsys
+) -> None:
+    assert local_reference(home, photos, tmp_path / "local") == 1  # the corrupt photo fails there too
+    capsys.readouterr()
+    assert predict(home, photos, tmp_path / "ray", "--engine", "ray", "--workers", "2") == 1
+    err = capsys.readouterr().err
+    assert "zelkova.png" in err and "1 input(s) failed" in err, err
+    assert "wrote 8 result(s)" in err and "2 worker(s)" in err, err
+    assert not list((tmp_path / "ray").glob("zelkova*"))
+    assert len(list((tmp_path / "ray").glob("*.json"))) == len(IMAGES) + 2 * len(IMAGES)  # + keypoint JSONs
+    assert_same_outputs(tmp_path / "local", tmp_path / "ray")
+
+
+def test_a_sequence_with_smoothing_and_track_ids_equals_the_local_engine(
+    tmp_path, kill_gate, home, walk, local_walk, capsys
+) -> None:
+    extra = [*sequence_args(walk), "--engine", "ray", "--workers", "2"]
+    assert predict(home, walk, tmp_path / "ray", *extra, tasks=SEQUENCE_TASKS) == 0
+    assert "8 unit(s) on 2 worker(s)" in capsys.readouterr().err  # 30 frames in chunks of 4: borders inside
+    assert_same_outputs(local_walk, tmp_path / "ray" / "walk")
+    seq = read_sequence(tmp_path / "ray" / "walk" / "walk.sequence.json")
+    assert seq.frame_numbers == list(range(1, FRAMES + 1))
+    assert {p.track_id for frame in seq for p in frame.people} == {0, 1}
+    assert not [
+        i for i, f in enumerate(seq) if "temporal" in (f.run or {})
+    ]  # all through the pass, none pending
+
+
+def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
+    tmp_path, kill_gate, home, photos, capsys
+) -> None:
+    good = tmp_path / "photos"
+    good.mkdir()
+    for name in IMAGES:
+        (good / f"{name}.png").write_bytes((photos / f"{name}.png").read_bytes())
+    assert local_reference(home, good, tmp_path / "local") == 0
+    kill_gate.unlink()  # armed: the first worker to commit its second frame is SIGKILLed
+    try:
+        assert predict(home, good, tmp_path / "ray", "--engine", "ray", "--workers", "2") == 0
+    finally:
+        killed = kill_gate.exists()
+        kill_gate.touch()
+    err = capsys.readouterr().err
+    assert killed, "no worker was killed"
+    assert "retried: " in err and "its worker died (killed); retried on another worker" in err, err
+    assert "wrote 8 result(s)" in err and "kept" not in err, err  # each frame counted once
+    names = frame_files(tmp_path / "ray")
+    assert not [n for n in names if n.startswith(".")], names  # no journal, temporary or lock left
+    assert sorted(n for n in names if n.endswith(".exr")) == sorted(f"{n}.exr" for n in IMAGES)
+    assert_same_outputs(tmp_path / "local", tmp_path / "ray")
+
+
+def test_skip_existing_after_an_interrupted_job_redoes_only_the_missing_frames(
+    tmp_path, kill_gate, home, walk, local_walk
+) -> None:
+    spec = dict(
+        inputs=[walk],
+        out=tmp_path / "ray",
+        tasks=tuple(SEQUENCE_TASKS.split(",")),
+        checkpoint_dir=home,
+        allow_download=False,
+        device="cpu",
+        flip_test=False,
+        boxes_file=walk.parent / "boxes.json",
+        smooth=True,
+        mesh="ply",
+        fps=24.0,
+        engine="ray",
+        workers=2,
+    )
+
+    def interrupt(count: int, label: str) -> None:
+        raise KeyboardInterrupt  # Ctrl-C once the first unit is done, with the second still running
+
+    job = PredictJob(JobSpec(**spec), on_item=interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        job.run()
+    folder = tmp_path / "ray" / "walk"
+    committed = {p.name: p.read_bytes() for p in folder.glob("walk_*.json") if ".keypoints" not in p.name}
+    committed = {k: v for k, v in committed.items() if not k.endswith(".openpose.json")}
+    assert 4 <= len(committed) < FRAMES, sorted(committed)
+    assert (folder / "walk.partial.json").exists() and not (folder / "walk.sequence.json").exists()
+    assert not (tmp_path / "ray" / ".sapiens2.lock").exists()  # released, no worker left writing
+
+    report = PredictJob(JobSpec(**spec, skip_existing=True)).run()
+    assert report.ok, report.failures
+    assert report.skipped == len(committed) and report.written == FRAMES - len(committed)
+    assert_same_outputs(local_walk, folder)
+    assert len({json.loads(p.read_text())["run"]["id"] for p in folder.glob("walk_????.json")}) == 1
+
+
+def test_frame_ranges_belong_to_the_local_engine(tmp_path, home, walk, capsys) -> None:
+    extra = ["--engine", "ray", "--frames", "1-4", "--run-id", "shot"]
+    assert predict(home, walk, tmp_path / "o", *extra) == 2
+    assert "splits the frames across its workers itself" in capsys.readouterr().err
+
+
+def test_a_missing_ray_is_explained_before_anything_runs(tmp_path, home, walk, capsys, monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    assert predict(home, walk, tmp_path / "o", "--engine", "ray") == 2
+    assert "pip install 'sapiens2-studio[ray]'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_units_split_images_sequences_and_videos(tmp_path) -> None:
+    images = [ImageJob(tmp_path / f"{n}.png", n) for n in "abcdefghij"]
+    frames = [tmp_path / f"s_{n:04d}.png" for n in range(1001, 1031)]
+    sequence = SequenceJob("s", frames)
+    video = SequenceJob("clip", video=tmp_path / "clip.mp4")
+    units = split_work([*images, sequence, video], workers=2)
+    assert [len(u.jobs) for u in units if isinstance(u.jobs[0], ImageJob)] == [5, 5]
+    chunks = [u.frames for u in units if u.sequence == "s"]
+    assert chunks == [(1001, 1005), (1006, 1010), (1011, 1015), (1016, 1020), (1021, 1025), (1026, 1030)]
+    assert [u.label for u in units if u.jobs[0] is video] == [
+        "clip (video)"
+    ]  # a video goes whole to one worker
+    assert [u.index for u in units] == list(range(len(units)))
+    assert unit_size(3, workers=2, batch=1) == 2  # both workers get frames
+    assert unit_size(10_000, workers=2, batch=1) == 64  # a dead worker loses at most 64 frames in progress
+    assert unit_size(30, workers=2, batch=4) == 4 and unit_size(30, workers=2, batch=3) == 6
+
+
+@pytest.mark.skipif(os.name != "posix", reason="flock")
+def test_the_driver_opens_its_lock_to_its_workers_only(tmp_path) -> None:
+    from sapiens2_studio.core.studio.errors import OutputError
+    from sapiens2_studio.core.studio.lock import OutputLock
+
+    driver = OutputLock(tmp_path, "run1")
+    driver.acquire()
+    with pytest.raises(OutputError):
+        OutputLock(tmp_path, "run1", shared=True).acquire()  # exclusive while it recovers
+    driver.share()
+    worker = OutputLock(tmp_path, "run1", shared=True)
+    worker.acquire()
+    with pytest.raises(OutputError, match="run1"):
+        OutputLock(tmp_path, "run2", shared=True).acquire()
+    worker.release()
+    driver.exclusive(wait=5)
+    driver.release()
+    assert not (tmp_path / ".sapiens2.lock").exists()
