@@ -68,7 +68,7 @@ def pause_point(point: str) -> None:
         return
     if action in ("", "kill"):
         os.kill(os.getpid(), signal.SIGKILL)
-    elif action.startswith("kill-once:"):  # one process of many (distributed workers) dies, the first to get here
+    elif action.startswith("kill-once:"):  # one of many processes (workers) dies: the first to get here
         with contextlib.suppress(FileExistsError):
             os.close(os.open(action[len("kill-once:") :], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             os.kill(os.getpid(), signal.SIGKILL)
