@@ -76,6 +76,24 @@ def photos(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
+def clip(tmp_path_factory) -> Path:
+    """A three-frame video: it goes whole to one worker (its frames decode only in order)."""
+    import av
+
+    video = tmp_path_factory.mktemp("video") / "clip.mp4"
+    with av.open(str(video), "w") as container:
+        stream = container.add_stream("mpeg4", rate=12)
+        stream.width, stream.height, stream.pix_fmt = 32, 24, "yuv420p"
+        for i in range(3):
+            rgb = np.random.default_rng(50 + i).integers(0, 256, (24, 32, 3)).astype(np.uint8)
+            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return video
+
+
+@pytest.fixture(scope="module")
 def walk(tmp_path_factory) -> Path:
     """A 30-frame numbered sequence with two people (boxes) on a slowly changing image."""
     folder = tmp_path_factory.mktemp("src") / "walk"
@@ -100,8 +118,9 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def predict(home: Path, source: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
-    args = ["predict", str(source), "--tasks", tasks, "--out", str(out), "--checkpoint-dir", str(home)]
+def predict(home: Path, source: Path | list[Path], out: Path, *extra: str, tasks: str = TASKS) -> int:
+    sources = [str(p) for p in (source if isinstance(source, list) else [source])]
+    args = ["predict", *sources, "--tasks", tasks, "--out", str(out), "--checkpoint-dir", str(home)]
     return main([*args, "--no-download", "--device", "cpu", "--no-flip-test", *extra])
 
 
@@ -109,7 +128,7 @@ def sequence_args(walk: Path) -> list[str]:
     return ["--boxes", str(walk.parent / "boxes.json"), "--smooth", "--mesh", "ply", "--fps", "24"]
 
 
-def local_reference(home: Path, source: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
+def local_reference(home: Path, source: Path | list[Path], out: Path, *extra: str, tasks: str = TASKS) -> int:
     with one_thread():
         return predict(home, source, out, *extra, tasks=tasks)
 
@@ -126,18 +145,20 @@ def frame_files(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
-def test_images_equal_the_local_engine_and_a_corrupt_one_fails_alone(
-    tmp_path, kill_gate, home, photos, capsys
+def test_images_and_a_video_equal_the_local_engine_and_a_corrupt_image_fails_alone(
+    tmp_path, kill_gate, home, photos, clip, capsys
 ) -> None:
-    assert local_reference(home, photos, tmp_path / "local") == 1  # the corrupt photo fails there too
+    assert local_reference(home, [photos, clip], tmp_path / "local") == 1  # the corrupt photo fails there too
     capsys.readouterr()
-    assert predict(home, photos, tmp_path / "ray", "--engine", "ray", "--workers", "2") == 1
+    assert predict(home, [photos, clip], tmp_path / "ray", "--engine", "ray", "--workers", "2") == 1
     err = capsys.readouterr().err
     assert "zelkova.png" in err and "1 input(s) failed" in err, err
-    assert "wrote 8 result(s)" in err and "2 worker(s)" in err, err
+    assert "wrote 11 result(s)" in err and "4 unit(s) on 2 worker(s)" in err, err  # 4 + 4 + 1 photos, the video
     assert not list((tmp_path / "ray").glob("zelkova*"))
     assert len(list((tmp_path / "ray").glob("*.json"))) == len(IMAGES) + 2 * len(IMAGES)  # + keypoint JSONs
     assert_same_outputs(tmp_path / "local", tmp_path / "ray")
+    assert_same_outputs(tmp_path / "local" / "clip", tmp_path / "ray" / "clip")
+    assert read_sequence(tmp_path / "ray" / "clip" / "clip.sequence.json").frame_numbers == [1, 2, 3]
 
 
 def test_a_sequence_with_smoothing_and_track_ids_equals_the_local_engine(
