@@ -31,8 +31,7 @@ from sapiens2_studio.core.studio.engines.units import split_work, unit_size
 from sapiens2_studio.core.studio.inputs import ImageJob, SequenceJob
 from sapiens2_studio.core.studio.job import JobSpec, PredictJob
 from sapiens2_studio.core.studio.transaction import PAUSE_ENV
-from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
-from test_scale import assert_same_outputs
+from test_scale import assert_same_outputs, write_checkpoints, write_walk
 
 TASKS = "pose,pointmap,normal"
 SEQUENCE_TASKS = "pose,pointmap"  # what the temporal pass changes (tracks, keypoints, the pointmap scale)
@@ -58,10 +57,7 @@ def kill_gate(tmp_path_factory) -> Iterator[Path]:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("home")
-    for seed, task in enumerate(TASKS.split(",")):
-        write_synthetic_checkpoint(home / task / f"sapiens2_0.4b_{task}.safetensors", task=task, seed=seed)
-    return home
+    return write_checkpoints(tmp_path_factory.mktemp("home"), TASKS)
 
 
 @pytest.fixture(scope="module")
@@ -96,16 +92,7 @@ def clip(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def walk(tmp_path_factory) -> Path:
     """A 30-frame numbered sequence with two people (boxes) on a slowly changing image."""
-    folder = tmp_path_factory.mktemp("src") / "walk"
-    folder.mkdir()
-    base = np.random.default_rng(0).integers(0, 256, (32, 24, 3)).astype(np.float64)
-    for n in range(1, FRAMES + 1):
-        noise = np.random.default_rng(n).normal(0, 12, base.shape)
-        Image.fromarray(np.clip(base + noise + 2 * n, 0, 255).astype(np.uint8)).save(
-            folder / f"walk_{n:04d}.png"
-        )
-    (folder.parent / "boxes.json").write_text(json.dumps([[1, 1, 12, 30], [11, 2, 23, 31]]), encoding="utf-8")
-    return folder
+    return write_walk(tmp_path_factory.mktemp("src") / "walk", FRAMES, drift=2.0)
 
 
 @contextlib.contextmanager
@@ -153,11 +140,12 @@ def test_images_and_a_video_equal_the_local_engine_and_a_corrupt_image_fails_alo
     assert predict(home, [photos, clip], tmp_path / "ray", "--engine", "ray", "--workers", "2") == 1
     err = capsys.readouterr().err
     assert "zelkova.png" in err and "1 input(s) failed" in err, err
-    assert "wrote 11 result(s)" in err and "4 unit(s) on 2 worker(s)" in err, err  # 4 + 4 + 1 photos, the video
+    assert "wrote 11 result(s)" in err and "4 unit(s) on 2 worker(s)" in err, (
+        err
+    )  # 4 + 4 + 1 photos, the video
     assert not list((tmp_path / "ray").glob("zelkova*"))
     assert len(list((tmp_path / "ray").glob("*.json"))) == len(IMAGES) + 2 * len(IMAGES)  # + keypoint JSONs
-    assert_same_outputs(tmp_path / "local", tmp_path / "ray")
-    assert_same_outputs(tmp_path / "local" / "clip", tmp_path / "ray" / "clip")
+    assert_same_outputs(tmp_path / "local", tmp_path / "ray")  # the video's folder too
     assert read_sequence(tmp_path / "ray" / "clip" / "clip.sequence.json").frame_numbers == [1, 2, 3]
 
 

@@ -25,27 +25,36 @@ TASKS = "pose,pointmap,normal"
 VOLATILE = {"run", "started", "committed", "id"}  # per-run records and timestamps
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    home = tmp_path_factory.mktemp("home")
-    for seed, task in enumerate(TASKS.split(",")):
+def write_checkpoints(home: Path, tasks: str) -> Path:
+    """Tiny official-layout checkpoints of `tasks` where the engine looks for them (`--checkpoint-dir home`)."""
+    for seed, task in enumerate(tasks.split(",")):
         write_synthetic_checkpoint(home / task / f"sapiens2_0.4b_{task}.safetensors", task=task, seed=seed)
     return home
 
 
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory) -> Path:
-    """A 12-frame numbered sequence whose two people move, on a slowly changing image (the scale moves)."""
-    folder = tmp_path_factory.mktemp("src") / "walk"
-    folder.mkdir()
+def write_walk(folder: Path, frames: int, drift: float = 3.0) -> Path:
+    """A numbered sequence `walk_0001.png …` on a slowly changing image (`drift` grey levels a frame: the scale
+    moves), and `boxes.json` beside it with two people."""
+    folder.mkdir(parents=True)
     base = np.random.default_rng(0).integers(0, 256, (32, 24, 3)).astype(np.float64)
-    for n in range(1, FRAMES + 1):
+    for n in range(1, frames + 1):
         noise = np.random.default_rng(n).normal(0, 12, base.shape)
-        rgb = np.clip(base + noise + 3 * n, 0, 255).astype(np.uint8)
+        rgb = np.clip(base + noise + drift * n, 0, 255).astype(np.uint8)
         Image.fromarray(rgb).save(folder / f"walk_{n:04d}.png")
     boxes = [[1, 1, 12, 30], [11, 2, 23, 31]]
     (folder.parent / "boxes.json").write_text(json.dumps(boxes), encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    return write_checkpoints(tmp_path_factory.mktemp("home"), TASKS)
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory) -> Path:
+    """A 12-frame sequence whose two people move."""
+    return write_walk(tmp_path_factory.mktemp("src") / "walk", FRAMES)
 
 
 def predict(home: Path, walk: Path, out: Path, *extra: str, tasks: str = TASKS) -> int:
@@ -68,7 +77,9 @@ def assert_same_outputs(a: Path, b: Path) -> None:
     assert names == sorted(p.name for p in b.iterdir())
     for name in names:
         pa, pb = a / name, b / name
-        if name.endswith(".exr"):
+        if pa.is_dir():  # a sequence's folder beside single images
+            assert_same_outputs(pa, pb)
+        elif name.endswith(".exr"):
             ca, _ = read_exr(pa)
             cb, _ = read_exr(pb)
             assert sorted(ca) == sorted(cb), name
