@@ -164,13 +164,48 @@ def test_a_sequence_with_smoothing_and_track_ids_equals_the_local_engine(
     ]  # all through the pass, none pending
 
 
-def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
-    tmp_path, kill_gate, home, photos, capsys
-) -> None:
-    good = tmp_path / "photos"
-    good.mkdir()
+@pytest.fixture(scope="module")
+def good_photos(tmp_path_factory, photos) -> Path:
+    good = tmp_path_factory.mktemp("good")
     for name in IMAGES:
         (good / f"{name}.png").write_bytes((photos / f"{name}.png").read_bytes())
+    return good
+
+
+def test_a_worker_loads_its_models_once_for_all_its_units(tmp_path, home, good_photos, monkeypatch) -> None:
+    """What an actor does (`UnitWorker.run`), here in this process: units share one model cache."""
+    from sapiens2_studio.core.studio import models
+    from sapiens2_studio.core.studio.engines.units import run_unit
+    from sapiens2_studio.core.studio.job import Member
+    from sapiens2_studio.core.studio.resume import RunInfo
+
+    loads: list[str] = []
+    real = models.load
+    monkeypatch.setattr(models, "load", lambda path, **kw: loads.append(kw["task"]) or real(path, **kw))
+    spec = JobSpec(
+        inputs=[good_photos],
+        out=tmp_path / "o",
+        tasks=("pose",),
+        checkpoint_dir=home,
+        allow_download=False,
+        device="cpu",
+        flip_test=False,
+        previews=False,
+    )
+    job = PredictJob(spec)
+    job.prepare()
+    units = split_work(job.jobs, workers=2)
+    member = Member(RunInfo.new(), models.ModelCache())
+    results = [run_unit(spec, unit, member, job.paths) for unit in units]
+    assert len(units) == 2 and [r.written for r in results] == [4, 4]
+    assert loads == ["pose"]  # loaded for the first unit, reused by the second
+    assert len(list((tmp_path / "o").glob("*.exr"))) == len(IMAGES)
+
+
+def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(
+    tmp_path, kill_gate, home, good_photos, capsys
+) -> None:
+    good = good_photos
     assert local_reference(home, good, tmp_path / "local") == 0
     kill_gate.unlink()  # armed: the first worker to commit its second frame is SIGKILLed
     try:

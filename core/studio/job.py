@@ -267,7 +267,7 @@ def load_models(
     spec: JobSpec, paths: dict[str, Path], cache: ModelCache | None = None
 ) -> dict[str, LoadedModel]:
     """Each task's model under the one execution rule, in run order."""
-    cache = cache or ModelCache()
+    cache = cache if cache is not None else ModelCache()  # an empty cache is falsy (__len__)
     return {
         task: cache.get(
             paths[task],
