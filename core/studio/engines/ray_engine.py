@@ -61,7 +61,7 @@ class UnitWorker:
         if threads:
             import torch
 
-            torch.set_num_threads(threads)  # the CPU share Ray gave this actor, not every core of the node
+            torch.set_num_threads(threads)  # this worker's share of the cores, not every core of the node
         self.spec = spec
         self.checkpoints = checkpoints
         self.cache = ModelCache()
@@ -170,7 +170,7 @@ class WorkerPool:
             )
         self.workers, self.gpus_per_worker = workers, per_gpu
         self.cpus_per_worker = min(1.0, cpus / workers) if per_gpu else cpus / workers
-        threads = None if per_gpu else max(1, int(self.cpus_per_worker))
+        threads = max(1, int(cpus / workers))  # torch threads: an equal share of the cores, GPU workers too
         options = {"num_cpus": self.cpus_per_worker, "num_gpus": per_gpu, "max_restarts": 0}
         self._actor_class = ray.remote(**options)(UnitWorker)
         self._args = (spec, checkpoints, threads)
