@@ -151,7 +151,12 @@ class CachedModels:
 
 
 def run_job(args: argparse.Namespace, frames: Path, out: Path, **options: Any) -> Any:
-    from sapiens2_studio.core.studio.job import JobSpec, run_job
+    from sapiens2_studio.core.studio.job import JobSpec
+
+    try:
+        from sapiens2_studio.core.studio.engines.dispatch import run_job
+    except ImportError:  # versions before the engines package: the job module had it
+        from sapiens2_studio.core.studio.job import run_job  # type: ignore[no-redef]
 
     spec = JobSpec(
         inputs=[str(frames)],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.studio.engines.dispatch import run_prepared
 from ..core.studio.errors import StudioError
 from ..core.studio.host import Host
 from ..core.studio.job import PredictJob
@@ -20,7 +21,7 @@ def run_predict(args: argparse.Namespace) -> int:
     progress = Progress(job.prepare())
     job.on_item = progress.update
     try:
-        report = job.run()
+        report = run_prepared(job)  # the engine the spec names
     finally:
         progress.close()
     for message in report.notes:

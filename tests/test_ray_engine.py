@@ -27,6 +27,7 @@ pytest.importorskip("OpenEXR")
 import ray
 from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.formats.sequence import read_sequence
+from sapiens2_studio.core.studio.engines.dispatch import run_job
 from sapiens2_studio.core.studio.engines.units import split_work, unit_size
 from sapiens2_studio.core.studio.inputs import ImageJob, SequenceJob
 from sapiens2_studio.core.studio.job import JobSpec, PredictJob
@@ -245,9 +246,8 @@ def test_skip_existing_after_an_interrupted_job_redoes_only_the_missing_frames(
     def interrupt(count: int, label: str) -> None:
         raise KeyboardInterrupt  # Ctrl-C once the first unit is done, with the second still running
 
-    job = PredictJob(JobSpec(**spec), on_item=interrupt)
     with pytest.raises(KeyboardInterrupt):
-        job.run()
+        run_job(JobSpec(**spec), on_item=interrupt)
     folder = tmp_path / "ray" / "walk"
     committed = {p.name: p.read_bytes() for p in folder.glob("walk_*.json") if ".keypoints" not in p.name}
     committed = {k: v for k, v in committed.items() if not k.endswith(".openpose.json")}
@@ -255,7 +255,7 @@ def test_skip_existing_after_an_interrupted_job_redoes_only_the_missing_frames(
     assert (folder / "walk.partial.json").exists() and not (folder / "walk.sequence.json").exists()
     assert not (tmp_path / "ray" / ".sapiens2.lock").exists()  # released, no worker left writing
 
-    report = PredictJob(JobSpec(**spec, skip_existing=True)).run()
+    report = run_job(JobSpec(**spec, skip_existing=True))
     assert report.ok, report.failures
     assert report.skipped == len(committed) and report.written == FRAMES - len(committed)
     assert_same_outputs(local_walk, folder)

@@ -19,8 +19,8 @@ from sapiens2_studio.core.pipeline import images as images_mod
 from sapiens2_studio.core.pipeline.postprocess import count_nonfinite, normals_to_image, uncrop, unit_normals
 from sapiens2_studio.core.pipeline.preprocess import dense_layout
 from sapiens2_studio.core.shading.conventions import model_to_canonical
+from sapiens2_studio.core.studio import JobSpec, run_job
 from sapiens2_studio.core.studio.errors import StudioError
-from sapiens2_studio.core.studio.job import JobSpec, run_job
 from sapiens2_studio.core.studio.pipelining import OrderedWriter, prefetch
 
 # ------------------------------------------------------------------------------------- overlapped = sequential

@@ -26,7 +26,7 @@ _LAZY = {
     "JobReport": ".job",
     "JobSpec": ".job",
     "PredictJob": ".job",
-    "run_job": ".job",
+    "run_job": ".engines.dispatch",
     "LoadedModel": ".models",
     "ModelCache": ".models",
     "Studio": ".studio",

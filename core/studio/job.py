@@ -33,7 +33,7 @@ from ..formats.exr import require_openexr
 from ..formats.sequence import SequenceWriter
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .carry import people_from_doc
-from .engines import ENGINES
+from .engines import ENGINES, INSTALL_HINTS
 from .errors import EngineError, InputError, NonFiniteOutputError, StudioError
 from .finite import NONFINITE_POLICIES
 from .host import Host
@@ -175,8 +175,6 @@ class JobSpec:
                 hints={"cli": "add --engine ray"},
             )
         if self.engine == "ray" and importlib.util.find_spec("ray") is None:
-            from .engines.ray_engine import INSTALL_HINTS
-
             raise EngineError("the Ray engine needs Ray, which is not installed", hints=INSTALL_HINTS)
         if self.engine == "ray" and self.frames is not None:
             raise StudioError(
@@ -365,10 +363,11 @@ class PredictJob:
     def run(self) -> JobReport:
         if not hasattr(self, "jobs"):
             self.prepare()
-        if self.spec.engine == "ray" and self.member is None:
-            from .engines.ray_engine import run_on_ray
-
-            return run_on_ray(self)
+        if self.spec.engine != "local" and self.member is None:
+            raise StudioError(
+                f"PredictJob.run is the local engine; a job for the {self.spec.engine} engine runs through "
+                "run_job(spec) or engines.dispatch.run_prepared(job)"
+            )
         self._make_folder(self.out)
         lock = None
         try:
@@ -677,8 +676,3 @@ def _index_lists(index: Path, run_id: str, numbers: set[int]) -> bool:
     run = doc.get("run") if isinstance(doc.get("run"), dict) else {}
     listed = {e.get("frame") for e in doc.get("frames") or [] if isinstance(e, dict)}
     return run.get("id") == run_id and listed == numbers
-
-
-def run_job(spec: JobSpec, *, host: Host | None = None, on_item: ItemFn | None = None) -> JobReport:
-    """Run a predict job on this machine; see JobSpec for the options and JobReport for the outcome."""
-    return PredictJob(spec, host=host, on_item=on_item).run()

@@ -31,16 +31,13 @@ from ..finalize import chunk_markers, finalize
 from ..inputs import SequenceJob
 from ..lock import lock_output
 from ..resume import RunInfo
+from . import INSTALL_HINTS
 from .units import UnitResult, WorkUnit, run_unit, split_work
 
 if TYPE_CHECKING:
     from ..job import JobReport, PredictJob
 
 MAX_ATTEMPTS = 3  # a unit whose workers die this often is reported failed (it may be what kills them)
-INSTALL_HINTS = {
-    "cli": "install it with: pip install 'sapiens2-studio[ray]' (or drop --engine ray)",
-    "python": "install it with pip install 'sapiens2-studio[ray]', or use engine='local'",
-}
 
 
 def require_ray() -> Any:
