@@ -146,7 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="image files, folders, numbered frames, videos")
     add_model_arguments(p)
-    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument(
+        "--out",
+        required=True,
+        help="output folder, or a URL (s3://bucket/shot, gs://…; needs 'sapiens2-studio[remote]' and the "
+        "protocol's package): staged in --staging, published as frames complete (docs/scale.md)",
+    )
+    add_staging_argument(p)
     p.add_argument(
         "--batch-size",
         type=_batch_size,
@@ -223,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="complete the sequences that render-farm chunks (--frames) wrote into a folder: temporal pass "
         "in frame order, then the index",
     )
-    f.add_argument("out", metavar="OUT", help="the output folder the chunks wrote into")
+    f.add_argument("out", metavar="OUT", help="the output folder (or URL) the chunks wrote into")
+    add_staging_argument(f)
     smooth = f.add_mutually_exclusive_group()
     smooth.add_argument(
         "--smooth",
@@ -263,6 +270,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_staging_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--staging",
+        metavar="DIR",
+        help="with an output URL: the local folder where frames are committed before they are published "
+        "(default: one per URL under $SAPIENS2_STAGING or ~/.cache/sapiens2/staging; keep it to resume fast)",
+    )
+
+
 def job_spec(args: argparse.Namespace) -> JobSpec:
     """The job the arguments describe (no file is read here); `check` has only the model arguments, so the
     predict-only ones fall back to the job's defaults."""
@@ -297,4 +313,5 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         ray_address=getattr(args, "ray_address", defaults.ray_address),
         workers=getattr(args, "workers", defaults.workers),
         gpus_per_worker=getattr(args, "gpus_per_worker", defaults.gpus_per_worker),
+        staging=getattr(args, "staging", defaults.staging),
     )

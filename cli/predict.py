@@ -31,7 +31,8 @@ def run_predict(args: argparse.Namespace) -> int:
     for message in report.failures:
         print(f"sapiens2 predict: error: {message}", file=sys.stderr)
     kept = f", kept {report.skipped} verified result(s)" if report.skipped else ""
-    print(f"sapiens2: wrote {report.written} result(s) to {report.out}{kept}", file=sys.stderr)
+    where = f"{report.published} (staged in {report.out})" if report.published else str(report.out)
+    print(f"sapiens2: wrote {report.written} result(s) to {where}{kept}", file=sys.stderr)
     if report.failures:
         print(f"sapiens2 predict: {len(report.failures)} input(s) failed (see above)", file=sys.stderr)
         return 1

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Collection
+import os
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from .errors import FinalizeError, InputError, OutputError
 from .host import Host
 from .lock import lock_output
 from .outputs import frame_files, rewrite_frame_outputs
+from .remote import RemoteOutput, is_remote, local_path
 from .resume import PARTIAL_FORMAT, bundle_state, is_pending
 from .stages import PENDING_SUFFIX, load_pending_arrays
 from .temporal import SequencePass
@@ -52,6 +54,7 @@ class FinalizeReport:
     sequences: list[str] = field(default_factory=list)
     finalized: int = 0  # pending frames passed and recommitted
     kept: int = 0  # frames already through a pass
+    published: str | None = None  # the output URL (`out` is then its staging folder)
     notes: list[str] = field(default_factory=list)
 
 
@@ -123,12 +126,26 @@ def finalize(
     on_frame: Callable[[str], Any] | None = None,
     sequences: Collection[str] | None = None,
     locked: bool = False,
+    staging: str | os.PathLike | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> FinalizeReport:
     """Run the temporal pass over the pending frames of every chunked sequence in `out` and write their indexes
     (module docstring). `smooth`: None keeps what the chunks recorded; True/False overrides it. `sequences`:
     only these (a distributed run's driver finalizes its own); `locked`: the caller holds the folder's exclusive
-    lock and has recovered what killed writers left (`job.recover_left_overs`)."""
-    out = Path(out)
+    lock and has recovered what killed writers left (`job.recover_left_overs`). An output URL (`remote.py`): what
+    the chunks published is fetched into `staging`, finalized there and published again, while no chunk runs."""
+    if is_remote(out):
+        remote = RemoteOutput(os.fspath(out), staging, storage_options)
+        remote.check()
+        with remote.session(None):
+            remote.hydrate()
+            with remote.publishing():
+                report = finalize(
+                    remote.staging, smooth=smooth, host=host, on_frame=on_frame, sequences=sequences
+                )
+        report.published = remote.url
+        return report
+    out = local_path(out)
     host = host or Host()
     report = FinalizeReport(out)
     markers = chunk_markers(out)

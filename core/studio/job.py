@@ -43,6 +43,7 @@ from .models import LoadedModel, ModelCache
 from .outputs import remove_stale_frames
 from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
+from .remote import RemoteOutput, is_remote, local_path
 from .resume import (
     RunInfo,
     image_source,
@@ -85,6 +86,9 @@ class JobSpec:
     its frames are committed with their temporal pass pending and no index, for `finalize` once every chunk is
     done (needs `run_id`). engine: "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address`
     None starts Ray here, else joins that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
+    out: a folder, or a filesystem URL (`s3://bucket/shot`, any fsspec protocol: `remote.py`) whose outputs are
+    staged in the folder `staging` (default: one per URL under ~/.cache/sapiens2/staging) and published there;
+    `storage_options`: the fsspec filesystem's own options (endpoint, credentials), else its environment.
     """
 
     inputs: list[str | os.PathLike]
@@ -115,6 +119,8 @@ class JobSpec:
     ray_address: str | None = None
     workers: int | None = None
     gpus_per_worker: float | None = None
+    staging: str | os.PathLike | None = None
+    storage_options: dict[str, Any] = field(default_factory=dict)
 
     def size_for(self, task: str) -> str:
         """The official size used for `task`: the forced `size`, else the task's default size."""
@@ -192,6 +198,11 @@ class JobSpec:
             )
         if not isinstance(self.writers, int) or self.writers < 0:
             raise StudioError(f"the number of writers must be 0 or more, got {self.writers!r}")
+        if (self.staging is not None or self.storage_options) and not is_remote(self.out):
+            raise StudioError(
+                f"a staging folder and storage options only apply to an output URL (s3://…), not {self.out}",
+                hints={"cli": "drop --staging, or give --out as a URL"},
+            )
 
 
 @dataclass
@@ -205,6 +216,7 @@ class JobReport:
     retried: list[str] = field(default_factory=list)  # frames computed again after a worker died, with why
     notes: list[str] = field(default_factory=list)
     run_id: str = ""
+    published: str | None = None  # the URL the outputs were published to (`out` is then the staging folder)
 
     @property
     def ok(self) -> bool:
@@ -317,7 +329,12 @@ class PredictJob:
         self.spec = spec
         self.host = host or Host()
         self.on_item = on_item
-        self.out = Path(spec.out).expanduser()
+        self.remote = (
+            RemoteOutput(os.fspath(spec.out), spec.staging, spec.storage_options)
+            if is_remote(spec.out)
+            else None
+        )
+        self.out = self.remote.staging if self.remote is not None else local_path(spec.out)
         self.member = member
         self.run_info = member.run if member is not None else RunInfo.new(spec.run_id)
         self.report = JobReport(self.out, run_id=self.run_info.id)
@@ -340,6 +357,8 @@ class PredictJob:
         self.paths = resolve_checkpoints(self.spec)
         for task, path in self.paths.items():  # wrong task or a damaged file: fail before any folder work
             load_model(path, device="meta", task=task)
+        if self.remote is not None:
+            self.remote.check()  # reachable, before the staging folder is looked at
         self.check: OutputCheck = check_output_folder(
             self.out, self.jobs, self.tasks, previews=self.spec.previews, mesh=self.spec.mesh
         )

@@ -59,7 +59,7 @@ def _read(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _pid_alive(pid: Any) -> bool:
+def pid_alive(pid: Any) -> bool:
     """Whether process `pid` exists on this host (True when unsure: a lock is never stolen on a guess)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
@@ -229,7 +229,7 @@ class OutputLock:
             except FileExistsError:
                 previous = _read(self.path)
                 local = previous.get("host") == socket.gethostname()
-                if not local or _pid_alive(previous.get("pid")):
+                if not local or pid_alive(previous.get("pid")):
                     raise self._refuse(previous, "") from None
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import os
 import socket
 from pathlib import Path
@@ -69,14 +70,13 @@ class UnitWorker:
 
         return run_unit(self.spec, unit, Member(run, self.cache, retry), self.checkpoints, worker=self.name)
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 def run_on_ray(job: PredictJob) -> JobReport:
     """Run a prepared PredictJob (`spec.engine == "ray"`) on Ray; see the module docstring."""
     ray = require_ray()
-    spec, out, host, report = job.spec, job.out, job.host, job.report
+    host, report, out = job.host, job.report, job.out
+    # workers write where the driver stages (an output URL is published by the driver: dispatch.py)
+    spec = dataclasses.replace(job.spec, out=str(out), staging=None, storage_options={})
     job._make_folder(out)
     lock = lock_output(out, job.run_info.id, host)
     started_ray = False
