@@ -205,19 +205,22 @@ class RemoteOutput:
         except Exception as exc:  # backends raise their own types (botocore, aiohttp, …)
             raise self._error("reach the output", exc) from None
 
-    def _listing(self) -> dict[str, int]:
-        """Relative path → size of every file under the URL (fresh: caches are dropped first)."""
+    def _listing(self, under: str = "") -> dict[str, int]:
+        """Relative path → size of every file under the URL (or its folder `under`), fresh: caches are dropped."""
         fs = self.fs
         with contextlib.suppress(AttributeError):
             fs.invalidate_cache()
         try:
-            found = fs.find(self._root or "/", detail=True, withdirs=False)
+            found = fs.find(
+                self._remote(under) if under else (self._root or "/"), detail=True, withdirs=False
+            )
         except FileNotFoundError:
             return {}
         prefix = f"{self._root}/" if self._root else ""
         out = {}
         for path, info in found.items():
-            path = path if not prefix or path.startswith(prefix) else prefix + path.lstrip("/")
+            if prefix and not path.startswith(prefix):
+                continue  # not under the output (a backend's odd path form): not ours to touch
             rel = path[len(prefix) :].lstrip("/")
             if rel and info.get("type", "file") == "file":
                 out[rel] = int(info.get("size") or 0)
@@ -301,12 +304,14 @@ class RemoteOutput:
 
     # ------------------------------------------------------------------------------------------------ publish
 
-    def publish(self, *, verify: bool = False) -> PublishReport:
+    def publish(self, *, verify: bool = False, fresh: bool = True) -> PublishReport:
         """One round: mirror the staging folder's committed state to the URL (module docstring). `verify`: list
-        the remote again afterwards and fail if any published file is missing or has the wrong size."""
+        the remote again afterwards and fail if any published file is missing or has the wrong size. `fresh`:
+        start from a listing of the URL; otherwise from the manifest (the rounds during a run: a listing of a
+        large job's URL is many requests, and only this run writes its frames there meanwhile)."""
         with self._manifest_lock:
             try:
-                report = self._publish_round()
+                report = self._publish_round(fresh)
                 if verify:
                     self._verify()
             except OutputError:
@@ -315,13 +320,18 @@ class RemoteOutput:
                 raise self._error("publish", exc) from None
             return report
 
-    def _publish_round(self) -> PublishReport:
+    def _publish_round(self, fresh: bool) -> PublishReport:
         report = PublishReport()
         manifest = self._load_manifest()
         local = self._local_files()
-        remote = self._listing()
+        remote = self._listing() if fresh else {rel: entry["size"] for rel, entry in manifest.items()}
         frames: dict[str, list[str]] = {}
         for rel in sorted(r for r in local if r.endswith(".json")):
+            entry = manifest.get(rel)
+            if entry is not None and (entry["size"], entry["mtime_ns"]) == local[rel]:
+                if "files" in entry:  # unchanged since published: no need to read it again
+                    frames[rel] = list(entry["files"])
+                continue
             try:
                 doc = json.loads((self.staging / rel).read_text(encoding="utf-8"))
             except (OSError, ValueError):
@@ -433,9 +443,11 @@ class RemoteOutput:
         stop = threading.Event()
 
         def loop() -> None:
+            fresh = True  # the first round starts from a listing, the others from the manifest
             while not stop.wait(interval):
                 with contextlib.suppress(OutputError):  # a passing network error: the next round retries
-                    self.publish()
+                    self.publish(fresh=fresh)
+                    fresh = False
 
         thread = threading.Thread(target=loop, name="sapiens2-publish", daemon=True)
         thread.start()
@@ -449,7 +461,10 @@ class RemoteOutput:
             raise
         stop.set()
         thread.join()
-        self.publish(verify=True)
+        for _ in range(3):  # nothing commits any more: a frame deferred here was caught mid-commit by a round
+            if not self.publish().deferred:
+                break
+        self.publish(verify=True)  # then a round with nothing left to do, and the listing checked
 
     # ------------------------------------------------------------------------------------------------ lock
 
@@ -485,7 +500,7 @@ class RemoteOutput:
             self._lock_path = None
 
     def _refuse_others(self, mine: dict[str, Any], *, after_write: bool = False) -> None:
-        for rel in sorted(r for r in self._listing() if r.startswith(f"{LOCKS_FOLDER}/")):
+        for rel in sorted(self._listing(LOCKS_FOLDER)):
             path = self._remote(rel)
             if path == self._lock_path:
                 continue
