@@ -81,10 +81,11 @@ class JobSpec:
     over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
     id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
     on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
-    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now, a render-farm chunk:
-    its frames are committed with their temporal pass pending and no index, for `finalize` once every chunk is
-    done (needs `run_id`). engine: "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address`
-    None starts Ray here, else joins that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
+    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now (a video's from 1), a
+    render-farm chunk (a video decodes only that range, `video.py`): its frames are committed with their
+    temporal pass pending and no index, for `finalize` once every chunk is done (needs `run_id`). engine:
+    "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address` None starts Ray here, else joins
+    that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
     """
 
     inputs: list[str | os.PathLike]

@@ -100,7 +100,7 @@ def decode_range(path: Path, index: VideoIndex, first: int, last: int) -> Iterat
     if first > last:
         return
     if first == 1 or index.pts is None:
-        yield from decode_range_from_start(path, first, last)
+        yield from _decode_from_start(path, first, last)
         return
     av = require_av(path)
     try:
@@ -109,7 +109,7 @@ def decode_range(path: Path, index: VideoIndex, first: int, last: int) -> Iterat
             wanted = index.pts[first - 1 : last]
             packets = _packets_from_keyframe(container, stream, index.pts, first)
             if packets is None:  # no keyframe before `first` that the demuxer seeks to: from the start
-                yield from decode_range_from_start(path, first, last)
+                yield from _decode_from_start(path, first, last)
                 return
             number = first
             for packet in packets:
@@ -131,7 +131,7 @@ def decode_range(path: Path, index: VideoIndex, first: int, last: int) -> Iterat
         raise InputError(f"{path}: cannot decode video ({exc})") from None
 
 
-def decode_range_from_start(path: Path, first: int, last: int) -> Iterator[tuple[int, np.ndarray]]:
+def _decode_from_start(path: Path, first: int, last: int) -> Iterator[tuple[int, np.ndarray]]:
     """Frames first..last found by counting from the start (no seek)."""
     for number, image in enumerate(decode_all(path), start=1):
         if number >= first:
