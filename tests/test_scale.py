@@ -131,11 +131,21 @@ def walk_video(tmp_path_factory) -> Path:
     return write_walk_video(tmp_path_factory.mktemp("video"), FRAMES)
 
 
-def test_chunks_of_a_video_then_finalize_equal_one_full_run(tmp_path, home, walk_video, capsys) -> None:
+def test_chunks_of_a_video_then_finalize_equal_one_full_run(
+    tmp_path, home, walk_video, capsys, monkeypatch
+) -> None:
+    from sapiens2_studio.core.studio import video
+
+    def from_start(*args):
+        raise AssertionError("a chunk decoded the video from its start")
+
     assert predict(home, walk_video, tmp_path / "full") == 0
     out = tmp_path / "farm"
     for first, last in ((9, 12), (1, 4), (5, 8)):  # 5 and 9 start mid-GOP: decoded from the keyframe before
-        assert predict(home, walk_video, out, "--frames", f"{first}-{last}", "--run-id", "shot7") == 0
+        with monkeypatch.context() as patch:
+            if first > 1:  # only the first chunk decodes from the video's start
+                patch.setattr(video, "_decode_from_start", from_start)
+            assert predict(home, walk_video, out, "--frames", f"{first}-{last}", "--run-id", "shot7") == 0
     folder = out / "walk"
     assert not (folder / "walk.sequence.json").exists()
     marker = json.loads((folder / "walk.partial.json").read_text(encoding="utf-8"))
