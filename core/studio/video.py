@@ -99,36 +99,43 @@ def decode_range(path: Path, index: VideoIndex, first: int, last: int) -> Iterat
     first, last = max(first, 1), min(last, index.count)
     if first > last:
         return
-    if first == 1 or index.pts is None:
-        yield from _decode_from_start(path, first, last)
-        return
-    av = require_av(path)
-    try:
-        with av.open(str(path)) as container:
-            stream = container.streams.video[0]
-            wanted = index.pts[first - 1 : last]
-            packets = _packets_from_keyframe(container, stream, index.pts, first)
-            if packets is None:  # no keyframe before `first` that the demuxer seeks to: from the start
-                yield from _decode_from_start(path, first, last)
+    if first > 1 and index.pts is not None:
+        av = require_av(path)
+        try:
+            with av.open(str(path)) as container:
+                stream = container.streams.video[0]
+                packets = _packets_from_keyframe(container, stream, index.pts, first)
+                if packets is not None:
+                    yield from _matched(path, packets, index.pts[first - 1 : last], first)
+                    return
+        except av.error.FFmpegError as exc:
+            raise InputError(f"{path}: cannot decode video ({exc})") from None
+    yield from _decode_from_start(path, first, last)  # nothing before `first` to seek to, or no pts to match
+
+
+def _matched(
+    path: Path, packets: Iterator[Any], wanted: tuple[int, ...], first: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Decode `packets` (from a keyframe on) and yield the frames whose pts are `wanted`, numbered from `first`."""
+    number = first
+    for packet in packets:
+        for frame in packet.decode():
+            expected = wanted[number - first]
+            if frame.pts is not None and frame.pts < expected:
+                continue  # before the range (or a leading picture of an open GOP)
+            if frame.pts != expected:
+                raise InputError(
+                    f"{path}: frame {number} (pts {expected}) did not decode after seeking (got pts {frame.pts}); "
+                    "this video cannot be split into frame ranges — run it whole, or extract its frames to "
+                    "numbered images first"
+                )
+            yield number, frame.to_ndarray(format="rgb24")
+            if number == first + len(wanted) - 1:
                 return
-            number = first
-            for packet in packets:
-                for frame in packet.decode():
-                    if frame.pts is not None and frame.pts < wanted[number - first]:
-                        continue  # before the range (or a leading picture of an open GOP)
-                    if frame.pts != wanted[number - first]:
-                        raise InputError(
-                            f"{path}: frame {number} (pts {wanted[number - first]}) did not decode after seeking "
-                            f"(got pts {frame.pts}); this video cannot be split into frame ranges — run it whole, "
-                            "or extract its frames to numbered images first"
-                        )
-                    yield number, frame.to_ndarray(format="rgb24")
-                    if number == last:
-                        return
-                    number += 1
-            raise InputError(f"{path}: the video ended before frame {last} (its index counted {index.count})")
-    except av.error.FFmpegError as exc:
-        raise InputError(f"{path}: cannot decode video ({exc})") from None
+            number += 1
+    raise InputError(
+        f"{path}: the video ended before frame {first + len(wanted) - 1}, although its index counted it"
+    )
 
 
 def _decode_from_start(path: Path, first: int, last: int) -> Iterator[tuple[int, np.ndarray]]:
