@@ -94,7 +94,7 @@ class SequenceJob:
         self, first: int | None = None, last: int | None = None
     ) -> Iterator[tuple[int, np.ndarray]]:
         """A video's (frame number, RGB frame): all of them decoded in order, or only frames first..last (a chunk:
-        decoded from a keyframe before `first`, frame-accurate, never from the start of a long video)."""
+        decoded from a keyframe at or before `first`, frame-accurate, `video.decode_range`)."""
         assert self.video is not None
         if first is None and last is None:  # the whole video: the sequential decode, no index needed
             yield from enumerate(decode_all(self.video), start=1)
