@@ -204,7 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--frames",
         type=_frame_range,
         metavar="FIRST-LAST",
-        help="sequences: only these frame numbers (a render-farm chunk, needs --run-id); the frames are "
+        help="sequences and videos (numbered from 1): only these frame numbers (a render-farm chunk, needs "
+        "--run-id; a video's chunk decodes only its range); the frames are "
         "written with their temporal pass pending, `sapiens2 finalize` completes the sequence (docs/scale.md)",
     )
     p.add_argument(

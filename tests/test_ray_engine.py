@@ -1,9 +1,10 @@
 """The Ray engine (`--engine ray`, issue #12, docs/scale.md) on a local Ray with two CPU workers.
 
-What is shown: a folder of images and a 30-frame sequence (smoothing, track ids) give the same files as the local
-engine — every EXR channel, every JSON value apart from run records and timestamps; a corrupt image fails alone
-and the exit code says so; a worker killed mid-job loses and duplicates nothing and the report says what was
-retried; after an interrupted job `--skip-existing` redoes only the frames that were not committed.
+What is shown: a folder of images with a 12-frame H.264 video (B-frames, split into frame ranges over both
+workers), and a 30-frame sequence (smoothing, track ids) give the same files as the local engine — every EXR
+channel, every JSON value apart from run records and timestamps; a corrupt image fails alone and the exit code
+says so; a worker killed mid-job loses and duplicates nothing and the report says what was retried; after an
+interrupted job `--skip-existing` redoes only the frames that were not committed.
 
 The local references run with one torch thread, as each worker here does (its CPU share of two cores): float
 sums on the CPU depend on the thread count, not on the engine (with two threads one N.Z value in 768 differs by
@@ -33,10 +34,12 @@ from sapiens2_studio.core.studio.inputs import ImageJob, SequenceJob
 from sapiens2_studio.core.studio.job import JobSpec, PredictJob
 from sapiens2_studio.core.studio.transaction import PAUSE_ENV
 from test_scale import assert_same_outputs, write_checkpoints, write_walk
+from videos import noise_frames, write_video
 
 TASKS = "pose,pointmap,normal"
 SEQUENCE_TASKS = "pose,pointmap"  # what the temporal pass changes (tracks, keypoints, the pointmap scale)
 FRAMES = 30
+VIDEO_FRAMES = 12  # three units of four; with 5-frame GOPs (keyframes 1, 6, 11), 5 and 9 start mid-GOP
 IMAGES = ("alder", "birch", "cedar", "dogwood", "elm", "fir", "ginkgo", "hazel")
 
 
@@ -74,20 +77,9 @@ def photos(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory) -> Path:
-    """A three-frame video: it goes whole to one worker (its frames decode only in order)."""
-    import av
-
-    video = tmp_path_factory.mktemp("video") / "clip.mp4"
-    with av.open(str(video), "w") as container:
-        stream = container.add_stream("mpeg4", rate=12)
-        stream.width, stream.height, stream.pix_fmt = 32, 24, "yuv420p"
-        for i in range(3):
-            rgb = np.random.default_rng(50 + i).integers(0, 256, (24, 32, 3)).astype(np.uint8)
-            for packet in stream.encode(av.VideoFrame.from_ndarray(rgb, format="rgb24")):
-                container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
-    return video
+    """A 12-frame H.264 video with B-frames: split into three frame ranges (each worker decodes only its own, from
+    the keyframe before it), finalized by the driver."""
+    return write_video(tmp_path_factory.mktemp("video") / "clip.mp4", noise_frames(VIDEO_FRAMES, seed=50))
 
 
 @pytest.fixture(scope="module")
@@ -141,13 +133,14 @@ def test_images_and_a_video_equal_the_local_engine_and_a_corrupt_image_fails_alo
     assert predict(home, [photos, clip], tmp_path / "ray", "--engine", "ray", "--workers", "2") == 1
     err = capsys.readouterr().err
     assert "zelkova.png" in err and "1 input(s) failed" in err, err
-    assert "wrote 11 result(s)" in err and "4 unit(s) on 2 worker(s)" in err, (
-        err
-    )  # 4 + 4 + 1 photos, the video
+    # units: 4 + 4 + 1 photos, the video's frames 1-4, 5-8, 9-12
+    assert f"wrote {len(IMAGES) + VIDEO_FRAMES} result(s)" in err and "6 unit(s) on 2 worker(s)" in err, err
     assert not list((tmp_path / "ray").glob("zelkova*"))
     assert len(list((tmp_path / "ray").glob("*.json"))) == len(IMAGES) + 2 * len(IMAGES)  # + keypoint JSONs
     assert_same_outputs(tmp_path / "local", tmp_path / "ray")  # the video's folder too
-    assert read_sequence(tmp_path / "ray" / "clip" / "clip.sequence.json").frame_numbers == [1, 2, 3]
+    seq = read_sequence(tmp_path / "ray" / "clip" / "clip.sequence.json")
+    assert seq.frame_numbers == list(range(1, VIDEO_FRAMES + 1))
+    assert not list((tmp_path / "ray" / "clip").glob("*.partial.json"))
 
 
 def test_a_sequence_with_smoothing_and_track_ids_equals_the_local_engine(
@@ -284,14 +277,21 @@ def test_units_split_images_sequences_and_videos(tmp_path) -> None:
     images = [ImageJob(tmp_path / f"{n}.png", n) for n in "abcdefghij"]
     frames = [tmp_path / f"s_{n:04d}.png" for n in range(1001, 1031)]
     sequence = SequenceJob("s", frames)
-    video = SequenceJob("clip", video=tmp_path / "clip.mp4")
-    units = split_work([*images, sequence, video], workers=2)
-    assert [len(u.jobs) for u in units if isinstance(u.jobs[0], ImageJob)] == [5, 5]
+    video = SequenceJob("clip", video=write_video(tmp_path / "clip.mp4", noise_frames(14)))
+    broken = SequenceJob("broken", video=tmp_path / "missing.mp4")
+    units = split_work([*images, sequence, video, broken], workers=2)  # 54 frames: units of 7
+    assert [len(u.jobs) for u in units if isinstance(u.jobs[0], ImageJob)] == [7, 3]
     chunks = [u.frames for u in units if u.sequence == "s"]
-    assert chunks == [(1001, 1005), (1006, 1010), (1011, 1015), (1016, 1020), (1021, 1025), (1026, 1030)]
-    assert [u.label for u in units if u.jobs[0] is video] == [
-        "clip (video)"
-    ]  # a video goes whole to one worker
+    assert chunks == [(1001, 1007), (1008, 1014), (1015, 1021), (1022, 1028), (1029, 1030)]
+    # a video is split into frame ranges like a numbered sequence (1-based, its count from the index)
+    assert [(u.frames, u.count, u.label) for u in units if u.sequence == "clip"] == [
+        ((1, 7), 7, "clip #1-7"),
+        ((8, 14), 7, "clip #8-14"),
+    ]
+    # one that cannot be indexed goes whole to one worker, which reports why (as the local engine does)
+    assert [(u.label, u.frames, u.sequence) for u in units if u.jobs[0] is broken] == [
+        ("broken (video)", None, None)
+    ]
     assert [u.index for u in units] == list(range(len(units)))
     assert unit_size(3, workers=2, batch=1) == 2  # both workers get frames
     assert unit_size(10_000, workers=2, batch=1) == 64  # a dead worker loses at most 64 frames in progress

@@ -1,8 +1,9 @@
 """Render-farm chunks (`predict --frames A-B --run-id ID`) and `finalize` (issue #12, docs/scale.md).
 
-The guarantee tested: chunks of a sequence, finalized, give the same files as one full local run — every EXR
-channel and every JSON value apart from timestamps and run records — with smoothing on; finalize refuses, naming
-the frames, when some are missing or come from another run.
+The guarantee tested: chunks of a sequence — numbered frames, or a video (H.264 with B-frames, chunks starting
+mid-GOP, each decoding only its range) — finalized, give the same files as one full local run — every EXR channel
+and every JSON value apart from timestamps and run records — with smoothing on; `--skip-existing` on a chunk
+keeps its verified frames; finalize refuses, naming the frames, when some are missing or come from another run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.formats.exr import read_exr
 from sapiens2_studio.core.formats.sequence import read_sequence
 from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
+from videos import write_walk_video
 
 FRAMES = 12  # three chunks of four: enough for chunk borders inside the smoothing window
 TASKS = "pose,pointmap,normal"
@@ -120,6 +122,51 @@ def test_chunks_then_finalize_equal_one_full_run(tmp_path, home, walk, full_run,
     # A second finalize finds nothing to do; a resumed chunk keeps its frames.
     assert main(["finalize", str(out)]) == 1
     assert "no sequence waits for finalize" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def walk_video(tmp_path_factory) -> Path:
+    """The 12-frame walk as an H.264 video with B-frames and 5-frame GOPs, and its boxes beside it."""
+    pytest.importorskip("av")
+    return write_walk_video(tmp_path_factory.mktemp("video"), FRAMES)
+
+
+def test_chunks_of_a_video_then_finalize_equal_one_full_run(
+    tmp_path, home, walk_video, capsys, monkeypatch
+) -> None:
+    from sapiens2_studio.core.studio import video
+
+    def from_start(*args):
+        raise AssertionError("a chunk decoded the video from its start")
+
+    assert predict(home, walk_video, tmp_path / "full") == 0
+    out = tmp_path / "farm"
+    for first, last in ((9, 12), (1, 4), (5, 8)):  # 5 and 9 start mid-GOP: decoded from the keyframe before
+        with monkeypatch.context() as patch:
+            if first > 1:  # only the first chunk decodes from the video's start
+                patch.setattr(video, "_decode_from_start", from_start)
+            assert predict(home, walk_video, out, "--frames", f"{first}-{last}", "--run-id", "shot7") == 0
+    folder = out / "walk"
+    assert not (folder / "walk.sequence.json").exists()
+    marker = json.loads((folder / "walk.partial.json").read_text(encoding="utf-8"))
+    assert marker["numbers"] == list(range(1, FRAMES + 1)) and marker["frames"] == FRAMES  # from the index
+    # a requeued chunk (one frame lost meanwhile) keeps the verified frames and computes only the lost one
+    for lost in folder.glob("walk_0006.*"):
+        lost.unlink()
+    capsys.readouterr()
+    assert predict(home, walk_video, out, "--frames", "5-8", "--run-id", "shot7", "--skip-existing") == 0
+    err = capsys.readouterr().err
+    assert "wrote 1 result(s)" in err and "kept 3" in err, err
+    assert main(["finalize", str(out)]) == 0
+    assert f"finalized {FRAMES} frame(s)" in capsys.readouterr().err
+    seq = read_sequence(folder / "walk.sequence.json")
+    assert seq.frame_numbers == list(range(1, FRAMES + 1))
+    assert all(sorted(p.track_id for p in f.people) == [0, 1] for f in seq)
+    assert len({f.pointmap_scale for f in seq}) > 1
+    assert_same_outputs(tmp_path / "full" / "walk", folder)
+    # a range past the video's end is refused with the video's length
+    assert predict(home, walk_video, tmp_path / "past", "--frames", "20-30", "--run-id", "shot7") == 1
+    assert "no frames in the range (the video has frames 1-12)" in capsys.readouterr().err
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,8 @@
 Why grouping: users point the CLI at a folder of `frame_0001.png …` frames and expect one sequence (with a
 sequence index and temporal smoothing), not hundreds of unrelated images. Files whose names differ only by a
 number, in the same folder with the same extension, form a sequence (ordered numerically); everything else is a
-single image. Videos are sequences decoded with PyAV when it is installed.
+single image. Videos are sequences decoded with PyAV when it is installed, numbered 1..N in presentation order;
+their exact frame count and frame-accurate ranges come from `video.py`.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from ..formats.bundle import sanitize_name
 from ..formats.errors import BundleError
 from .errors import InputError
+from .video import VideoIndex, decode_all, decode_range, index_video, require_av
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v")
@@ -34,21 +36,33 @@ class ImageJob:
 
 @dataclass
 class SequenceJob:
-    """Ordered frames (image files or one video) to process as one sequence."""
+    """Ordered frames (image files or one video) to process as one sequence. `index`: a video's frame index, made
+    on first use (`video_index`) and carried with the job (e.g. to a Ray worker), so it is read once."""
 
     name: str
     frames: list[Path] = field(default_factory=list)
     video: Path | None = None
     fps: float = 24.0
+    index: VideoIndex | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.frames)
 
-    def frame_numbers(self) -> list[int] | None:
+    def video_index(self) -> VideoIndex:
+        """A video's exact frame count and timestamps (`video.index_video`: demuxed, not decoded); InputError
+        when it cannot be read."""
+        if self.video is None:
+            raise ValueError(f"{self.name} is a sequence of image files, not a video")
+        if self.index is None:
+            self.index = index_video(self.video)
+        return self.index
+
+    def frame_numbers(self) -> list[int]:
         """Output frame numbers: the numbers in the file names (plate_1001.png → 1001, gaps kept), so results line
-        up with the plate in comp; 1, 2, … when the names repeat a number (a_1, a_01). None for a video (1-based)."""
+        up with the plate in comp; 1, 2, … when the names repeat a number (a_1, a_01). A video's are 1..N in
+        presentation order, N from its index (which this reads: a pass over the file, InputError if unreadable)."""
         if self.video is not None:
-            return None
+            return self.video_index().numbers()
         numbers = [int(_NUMBERED.match(p.stem).group("number")) for p in self.frames]  # type: ignore[union-attr]
         return numbers if len(set(numbers)) == len(numbers) else list(range(1, len(numbers) + 1))
 
@@ -56,7 +70,7 @@ class SequenceJob:
         """For a video: read its frame rate (and check that it opens) before any frame is processed."""
         if self.video is None:
             return
-        av = _require_av(self.video)
+        av = require_av(self.video)
         try:
             with av.open(str(self.video)) as container:
                 if not container.streams.video:
@@ -73,24 +87,20 @@ class SequenceJob:
             for path in self.frames:
                 yield path.name, load_image(path)
             return
-        av = _require_av(self.video)
-        try:
-            with av.open(str(self.video)) as container:
-                for frame in container.decode(video=0):
-                    yield self.video.name, frame.to_ndarray(format="rgb24")
-        except av.error.FFmpegError as exc:
-            raise InputError(f"{self.video}: cannot decode video ({exc})") from None
+        for image in decode_all(self.video):
+            yield self.video.name, image
 
-
-def _require_av(path: Path):
-    try:
-        import av
-    except ImportError:
-        raise InputError(
-            f'{path}: reading videos needs the optional PyAV package (pip install "sapiens2-studio[video]" or '
-            "pip install av); or extract the frames to numbered images first"
-        ) from None
-    return av
+    def video_frames(
+        self, first: int | None = None, last: int | None = None
+    ) -> Iterator[tuple[int, np.ndarray]]:
+        """A video's (frame number, RGB frame): all of them decoded in order, or only frames first..last (a chunk:
+        decoded from a keyframe at or before `first`, frame-accurate, `video.decode_range`)."""
+        assert self.video is not None
+        if first is None and last is None:  # the whole video: the sequential decode, no index needed
+            yield from enumerate(decode_all(self.video), start=1)
+            return
+        index = self.video_index()
+        yield from decode_range(self.video, index, first or 1, index.count if last is None else last)
 
 
 def load_image(path: Path) -> np.ndarray:

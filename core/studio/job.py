@@ -82,10 +82,11 @@ class JobSpec:
     over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
     id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
     on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
-    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now, a render-farm chunk:
-    its frames are committed with their temporal pass pending and no index, for `finalize` once every chunk is
-    done (needs `run_id`). engine: "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address`
-    None starts Ray here, else joins that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
+    0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now (a video's from 1), a
+    render-farm chunk (a video decodes only that range, `video.py`): its frames are committed with their
+    temporal pass pending and no index, for `finalize` once every chunk is done (needs `run_id`). engine:
+    "local" (this process) or "ray" (`engines/ray_engine.py`: `ray_address` None starts Ray here, else joins
+    that cluster; `workers` model actors with `gpus_per_worker` GPUs each).
     out: a folder, or a filesystem URL (`s3://bucket/shot`, any fsspec protocol: `remote.py`) whose outputs are
     staged in the folder `staging` (default: one per URL under ~/.cache/sapiens2/staging) and published there;
     `storage_options`: the fsspec filesystem's own options (endpoint, credentials), else its environment.
@@ -537,15 +538,16 @@ class PredictJob:
     ) -> Iterator[tuple[int, str, Callable[[], np.ndarray], Callable[[], dict]]]:
         """(frame number, source name, image loader, source identity) per frame; image files are hashed and
         decoded only when a frame needs them (a chunk passes over the frames outside its range), a video is
-        decoded in order (it cannot be read otherwise)."""
+        decoded in order: all of it, or in a chunk only its range (from a keyframe before it, `video.py`)."""
         if sequence.video is None:
             numbers = sequence.frame_numbers() or []
             for path, number in zip(sequence.frames, numbers):
                 yield number, path.name, (lambda p=path: load_image(p)), (lambda p=path: _file_source(p))
             return
         ahead = self.batch if self.spec.writers else 0  # decode the next chunk while the models run
-        for number, (name, image) in enumerate(prefetch(sequence.iter_frames(), ahead), start=1):
-            yield number, name, (lambda im=image: im), partial(video_source, sequence.video, number)
+        video, frames = sequence.video, sequence.video_frames(*(self.spec.frames or (None, None)))
+        for number, image in prefetch(frames, ahead):
+            yield number, video.name, (lambda im=image: im), partial(video_source, video, number)
 
     def _run_sequence(self, sequence: SequenceJob) -> tuple[int, StudioError | None]:
         """A sequence frame by frame, in order; the index is written only when every frame is committed, over
@@ -554,15 +556,10 @@ class PredictJob:
         pending instead, and `finalize` writes the index.
 
         Returns (frames done, the error that stopped the sequence or None)."""
-        if self.spec.frames is not None and sequence.video is not None:
-            # finalize must know every frame number of the finished sequence, and a video's count is only
-            # certain once it is decoded to its end: not supported yet
-            return 0, InputError(
-                f"{sequence.video}: frame ranges (render-farm chunks) of a video are not supported yet; extract "
-                "its frames to a numbered sequence first (e.g. ffmpeg -i clip.mp4 frames/clip_%04d.png)"
-            )
         try:
             sequence.probe()  # a video's frame rate, before the writer and smoother use it
+            if self.spec.frames is not None and sequence.video is not None:
+                sequence.video_index()  # a chunk's marker lists every frame of the video (finalize checks them)
         except InputError as exc:
             return 0, exc
         folder = self.out / sequence.name
@@ -584,8 +581,11 @@ class PredictJob:
             if state["started"]:
                 return
             self._make_folder(folder)
-            frames = None if sequence.video is not None else len(sequence.frames)
             expected = sequence.frame_numbers() if deferred else None
+            if expected is not None:
+                frames: int | None = len(expected)
+            else:  # a whole video: its count is not needed (nor read) to decode it in order
+                frames = None if sequence.video is not None else len(sequence.frames)
             doc = partial_marker(sequence.name, run, self.tasks, frames, numbers=expected, fps=fps)
             write_document(marker, doc)
             with contextlib.suppress(FileNotFoundError):
@@ -654,6 +654,8 @@ class PredictJob:
         count = state["done"]
         if count == 0:
             what = "no frames in the range" if deferred else "no frames could be read"
+            if deferred and sequence.video is not None:
+                what += f" (the video has frames 1-{sequence.video_index().count})"
             return 0, InputError(f"{sequence.video or sequence.name}: {what}")
         if deferred:
             begin()  # the chunk's frames are committed; finalize writes the index once every chunk is done

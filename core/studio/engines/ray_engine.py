@@ -117,7 +117,7 @@ def _resumed_run(job: PredictJob) -> RunInfo | None:
     an interrupted distributed run committed raw count as done. None when they name none, or several, runs."""
     if not job.spec.skip_existing or job.spec.run_id is not None:
         return None
-    names = {j.name for j in job.jobs if isinstance(j, SequenceJob) and j.video is None}
+    names = {j.name for j in job.jobs if isinstance(j, SequenceJob)}
     runs = {
         str((m.get("run") or {}).get("id")): m.get("run")
         for _, m in chunk_markers(job.out)

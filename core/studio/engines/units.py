@@ -1,7 +1,9 @@
 """Work units: how a distributed run splits a predict job, and what one worker does with a unit.
 
-A unit is a few single images, a frame range of a numbered sequence, or a whole video (its frames can only be
-decoded in order, so a video goes to one worker; several videos go to several). A worker runs a unit as a
+A unit is a few single images or a frame range of a sequence: numbered image files, or a video (its exact frame
+count comes from the driver's index of it, and a worker decodes only its range, from a keyframe before it:
+`video.py`). A video that cannot be indexed (unreadable, no PyAV) goes whole to one worker, which reports why as
+the local engine does. A worker runs a unit as a
 `PredictJob` member of the driver's run (`job.Member`): it joins the run's shared lock and commits each frame in
 one transaction, and a sequence's frames raw with their temporal pass pending, exactly as a render-farm chunk
 does; the driver then finalizes (`finalize.py`), so results equal the local engine's.
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import StudioError
+from ..errors import InputError, StudioError
 from ..inputs import ImageJob, SequenceJob
 
 UNITS_PER_WORKER = 4  # enough units for the workers to even out, few enough that per-unit set-up stays small
@@ -29,8 +31,8 @@ MAX_UNIT_FRAMES = 64  # a worker that dies loses at most this much work in progr
 
 @dataclass(frozen=True)
 class WorkUnit:
-    """One worker's piece of a job. `frames`: the (first, last) frame numbers of a sequence chunk; `count`: the
-    frames it holds (None for a video, whose length is known once decoded)."""
+    """One worker's piece of a job. `frames`: the (first, last) frame numbers of a sequence chunk (a video's are
+    1-based); `count`: the frames it holds (None for a whole video that could not be indexed)."""
 
     index: int
     jobs: tuple[ImageJob | SequenceJob, ...]
@@ -73,7 +75,8 @@ def split_work(jobs: Sequence[ImageJob | SequenceJob], workers: int, batch: int 
     """The units of a job, images first (in input order), then each sequence's chunks in frame order."""
     images = [j for j in jobs if isinstance(j, ImageJob)]
     sequences = [j for j in jobs if isinstance(j, SequenceJob)]
-    total = len(images) + sum(len(s) for s in sequences if s.video is None)
+    numbered = {id(s): _numbers(s) for s in sequences}
+    total = len(images) + sum(len(n or ()) for n in numbered.values())
     size = unit_size(total, workers, batch)
     units: list[WorkUnit] = []
 
@@ -85,14 +88,22 @@ def split_work(jobs: Sequence[ImageJob | SequenceJob], workers: int, batch: int 
         label = group[0].name if len(group) == 1 else f"{group[0].name} … {group[-1].name}"
         add(group, label, count=len(group))
     for sequence in sequences:
-        if sequence.video is not None:
+        numbers = numbered[id(sequence)]
+        if numbers is None:
             add((sequence,), f"{sequence.name} (video)")
             continue
-        numbers = sequence.frame_numbers() or []
         for start in range(0, len(numbers), size):
             part = numbers[start : start + size]
             add((sequence,), f"{sequence.name} #{part[0]}-{part[-1]}", (part[0], part[-1]), len(part))
     return units
+
+
+def _numbers(sequence: SequenceJob) -> list[int] | None:
+    """A sequence's frame numbers; None for a video that cannot be indexed (its worker says why)."""
+    try:
+        return sequence.frame_numbers()
+    except InputError:
+        return None
 
 
 def unit_spec(spec: Any, unit: WorkUnit, run_id: str, checkpoints: dict[str, Path]) -> Any:
