@@ -9,6 +9,9 @@ keeps its verified frames; finalize refuses, naming the frames, when some are mi
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -178,6 +181,25 @@ def short(tmp_path_factory, walk) -> Path:
         (folder / f"walk_{n:04d}.png").write_bytes((walk / f"walk_{n:04d}.png").read_bytes())
     (folder.parent / "boxes.json").write_text((walk.parent / "boxes.json").read_text())
     return folder
+
+
+def test_a_smoothed_sequence_killed_and_resumed_equals_one_run(tmp_path, home, walk, full_run) -> None:
+    """The local engine, SIGKILLed after its fifth commit, then --skip-existing: the kept frames are replayed
+    through the pass from their raw inputs (`run.temporal`), so the smoothing after the resume point is the
+    uninterrupted run's — every keypoint, the smoothed scale and the rescaled points equal."""
+    out = tmp_path / "out"
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from test_scale import predict; "
+        "sys.exit(predict(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])))"
+    )
+    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": "committed:5:kill"}
+    args = [sys.executable, "-c", code, str(Path(__file__).parent), str(home), str(walk), str(out)]
+    assert subprocess.run(args, env=env, capture_output=True, timeout=300).returncode == -9
+    assert (out / "walk" / "walk.partial.json").is_file()
+    assert predict(home, walk, out, "--skip-existing") == 0
+    assert_same_outputs(full_run, out / "walk")
+    kept = json.loads((out / "walk" / "walk_0003.json").read_text(encoding="utf-8"))["run"]["temporal"]
+    assert kept["state"] == "passed" and kept["tasks"] == ["pose", "pointmap"] and "scale" in kept
 
 
 def test_finalize_refuses_missing_frames_and_other_runs(tmp_path, home, short, capsys) -> None:

@@ -32,7 +32,6 @@ import numpy as np
 from ..formats.bundle import read_bundle
 from ..formats.errors import BundleError
 from ..formats.sequence import SequenceWriter
-from .carry import people_from_doc
 from .errors import FinalizeError, InputError, OutputError
 from .host import Host
 from .lock import lock_output
@@ -195,7 +194,7 @@ def _finalize_sequence(
     writer = SequenceWriter(folder, name, fps, run={"id": run.get("id"), "started": run.get("started")})
     for number, frame_name, doc in frames:
         if not is_pending(doc):
-            passer.kept(people_from_doc(doc), doc.get("pointmap_scale"))
+            passer.kept(doc)
             report.kept += 1
         else:
             _pass_frame(folder, frame_name, doc, passer, use_smooth)
@@ -220,7 +219,9 @@ def _pass_frame(folder: Path, name: str, doc: dict[str, Any], passer: SequencePa
     temporal = dict(record.pop("temporal", None) or {})
     computed = list(temporal.get("computed") or [])
     old_scale, old_points = frame.pointmap_scale, frame.points
-    passer.computed(frame, computed)
+    passed = passer.computed(frame, computed)
+    if passed is not None:
+        record["temporal"] = passed  # its raw inputs, so that a later resume can replay the frame
     points_changed = frame.pointmap_scale != old_scale and old_points is not None
     for task in ("pose", "pointmap"):  # the settings now say what the pass did
         settings = record.get("settings") or {}

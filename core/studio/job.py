@@ -32,7 +32,6 @@ from ..formats.errors import BundleError
 from ..formats.exr import require_openexr
 from ..formats.sequence import SequenceWriter
 from .boxes import BoxesFile, boxes_for, read_boxes_file
-from .carry import people_from_doc
 from .engines import ENGINES, INSTALL_HINTS
 from .errors import EngineError, InputError, NonFiniteOutputError, StudioError
 from .finite import NONFINITE_POLICIES
@@ -600,16 +599,17 @@ class PredictJob:
             for index, (item, frame) in enumerate(zip(buffer, frames)):
                 if index in refused:
                     raise refused[index]  # a refused frame stops its sequence, like an unreadable one
-                pending = temporal_record(self.spec, fps, item.plan) if deferred else None
-                if not deferred:
-                    temporal.computed(frame, item.plan.compute)  # in frame order, before the commit
+                if deferred:
+                    record = temporal_record(self.spec, fps, item.plan)
+                else:
+                    record = temporal.computed(frame, item.plan.compute)  # in frame order, before the commit
 
                 def recorded(item: FrameItem = item) -> None:
                     writer.record(item.number, f"{item.name}.json")
                     self._item_done(item.label)
                     state["done"] += 1
 
-                self._commit(item, frame, run, recorded, pending)
+                self._commit(item, frame, run, recorded, record)
             buffer.clear()
 
         try:
@@ -632,8 +632,7 @@ class PredictJob:
                         begin()
                         commit_document(folder, name, relabelled(plan.doc or {}, run))
                     writer.record(number, f"{name}.json")
-                    doc = plan.doc or {}
-                    temporal.kept(people_from_doc(doc), doc.get("pointmap_scale"))
+                    temporal.kept(plan.doc or {})  # replayed through the pass where it can be (temporal.py)
                     self._kept(plan)
                     self._item_done(label)
                     state["done"] += 1

@@ -177,14 +177,16 @@ def commit_frame(
     *,
     temporal: dict[str, Any] | None = None,
 ) -> Path:
-    """One frame's transaction (transaction.py): previews, keypoint JSONs, mesh, EXR, JSON last. With `temporal`
-    (a pending frame), also the sidecar finalize needs (`pending_needs`), in the same commit."""
+    """One frame's transaction (transaction.py): previews, keypoint JSONs, mesh, EXR, JSON last. `temporal`: its
+    `run.temporal` record; for a pending frame also the sidecar finalize needs (`pending_needs`), in the same
+    commit."""
     outputs = {"previews": spec.previews, "mesh": spec.mesh}
     frame.frame = item.number
     frame.run = frame_run_record(run, item.plan, item.source, outputs)
     extra: dict[str, Callable[[Path], Any]] = {}
     if temporal is not None:
         frame.run["temporal"] = temporal
+    if temporal is not None and temporal.get("state") == "pending":
         want_image, want_normals = pending_needs(spec, item.plan.tasks)
         arrays: dict[str, np.ndarray] = {}
         if want_image:

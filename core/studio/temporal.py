@@ -11,6 +11,9 @@ the frame in memory, and the same float operations in the same order give the sa
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,6 +22,7 @@ import numpy as np
 from ..formats.bundle import CaptureFrame
 from ..pipeline.temporal import KeypointSmoother, rescale_pointmap
 from .batches import TaskBatch
+from .carry import people_from_doc
 
 TEMPORAL_TASKS = ("pose", "pointmap")  # the tasks whose stored values the pass changes
 
@@ -100,27 +104,129 @@ class SequencePass:
     """The temporal pass of one sequence as a state machine over its frames in frame order; the local engine and
     `finalize` drive it the same way, so they make the same calls on the same values.
 
-    `computed(frame, tasks)`: a frame whose `tasks` were just computed (raw values) goes through the pass in place.
-    `kept(doc)`: a frame kept as committed (already through a pass, e.g. by an earlier run): the next computed frame
-    continues from its people and scale (`SequenceSmoother.prime`; the filter's speed restarts there)."""
+    `computed(frame, tasks)`: a frame whose `tasks` were just computed (raw values) goes through the pass in place;
+    it returns the frame's `run.temporal` record, which keeps the pass's raw inputs (the keypoints before
+    smoothing, the raw scale). `kept(doc)`: a frame kept as committed (by an earlier run, e.g. one that was
+    interrupted). While every frame so far went through this pass, a kept frame is *replayed*: its raw inputs go
+    through the pass again and must give exactly its stored values, so the filters' state is the uninterrupted
+    run's and a resumed sequence equals one run. Otherwise (no raw inputs: an older file, a carried-over task, other
+    settings) the next computed frame continues from the kept frame's people and scale
+    (`SequenceSmoother.prime`; the filter's speed restarts there)."""
 
     def __init__(self, fps: float, *, smooth: bool) -> None:
         self.smoother = SequenceSmoother(fps, smooth=smooth)
         self.synced = True  # the smoother's state follows the last frame
+        self.replayable = True  # every frame so far went through this pass (computed or replayed)
         self.people: list[Any] = []
         self.scale: float | None = None
         self.max_track = -1
 
-    def computed(self, frame: CaptureFrame, tasks: Sequence[str]) -> None:
+    def computed(self, frame: CaptureFrame, tasks: Sequence[str]) -> dict[str, Any] | None:
+        record = passed_record(frame, tasks, self.smoother.smooth)
         if not self.synced and any(t in TEMPORAL_TASKS for t in tasks):
             self.smoother.prime(self.people, self.scale, self.max_track + 1)
         self.smoother.finish_frame(frame, tasks)
         self._remember(frame.people, frame.pointmap_scale, "pose" in tasks)
+        return record
 
-    def kept(self, people: list[Any], scale: float | None) -> None:
+    def kept(self, doc: Mapping[str, Any]) -> None:
+        people = people_from_doc(doc)
+        scale = doc.get("pointmap_scale")
+        if self.replayable and self.synced and self._replay(doc, people, scale):
+            return
+        self.replayable = False
         self._remember(people, scale, False)
+
+    def _replay(self, doc: Mapping[str, Any], people: list[Any], scale: Any) -> bool:
+        """Run a kept frame's raw inputs through the pass; True (state advanced) only if that gives exactly the
+        frame's stored people and scale, else the state is left as it was."""
+        record = (doc.get("run") or {}).get("temporal")
+        if not isinstance(record, Mapping) or record.get("state") != "passed":
+            return False
+        tasks = [t for t in record.get("tasks") or [] if t in TEMPORAL_TASKS]
+        held = set(((doc.get("run") or {}).get("tasks")) or ())
+        if not tasks or set(tasks) != held & set(TEMPORAL_TASKS):
+            return False  # a temporal task of this frame was carried over: its raw inputs are not here
+        raw_people = _raw_people(people, record, self.smoother.smooth and "pose" in tasks)
+        if raw_people is None:
+            return False
+        raw_scale = record.get("scale", scale) if self.smoother.smooth and "pointmap" in tasks else scale
+        frame = CaptureFrame(width=1, height=1, people=raw_people, pointmap_scale=_as_stored(raw_scale))
+        saved = copy.deepcopy(self.smoother)
+        self.smoother.finish_frame(frame, tasks)
+        if not _same_people(frame.people, people) or _as_stored(frame.pointmap_scale) != _as_stored(scale):
+            self.smoother = saved
+            return False
+        self._remember(frame.people, frame.pointmap_scale, "pose" in tasks)
+        return True
 
     def _remember(self, people: list[Any], scale: float | None, synced: bool) -> None:
         self.people, self.scale, self.synced = list(people), scale, synced
         ids = [p.track_id for p in people if getattr(p, "track_id", None) is not None]
         self.max_track = max([self.max_track, *ids])
+
+
+def passed_record(frame: CaptureFrame, tasks: Sequence[str], smooth: bool) -> dict[str, Any] | None:
+    """`run.temporal` of a frame the pass is about to change: the temporal tasks computed for it and, with
+    smoothing, their raw inputs as the bundle stores them (x, y of every keypoint before smoothing; the raw
+    scale). None when no temporal task was computed."""
+    computed = [t for t in TEMPORAL_TASKS if t in tasks]
+    if not computed:
+        return None
+    record: dict[str, Any] = {"state": "passed", "tasks": computed}
+    if smooth and "pose" in computed:
+        record["keypoints"] = [
+            [[_short(v) for v in row[:2]] for row in np.asarray(p.keypoints, dtype=np.float32)]
+            for p in frame.people
+        ]
+    if smooth and "pointmap" in computed:
+        record["scale"] = None if frame.pointmap_scale is None else _short(frame.pointmap_scale)
+    return record
+
+
+def _short(value: Any) -> float | None:
+    """A float32 value as the shortest JSON float that reads back to it (as the bundle writes numbers)."""
+    v = np.float32(value)
+    return float(str(v)) if math.isfinite(v) else None
+
+
+def _as_stored(value: Any) -> float | None:
+    """A value at the precision a frame holds it for the pass (`stages.canonical_frame`: float32)."""
+    return None if value is None else float(np.float32(value))
+
+
+def _raw_people(people: list[Any], record: Mapping[str, Any], smoothed: bool) -> list[Any] | None:
+    """The kept frame's people as the pass first saw them: stored keypoints, with the raw x, y when smoothed."""
+    people = [
+        dataclasses.replace(p, bbox=tuple(_as_stored(v) for v in p.bbox), track_id=None) for p in people
+    ]
+    if not smoothed:
+        return people
+    raw = record.get("keypoints")
+    if not isinstance(raw, list) or len(raw) != len(people):
+        return None
+    out = []
+    for person, rows in zip(people, raw):
+        try:
+            xy = np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=np.float32)
+        except (TypeError, ValueError):
+            return None
+        if xy.shape != (len(person.keypoints), 2):
+            return None
+        keypoints = np.array(person.keypoints, dtype=np.float32, copy=True)
+        keypoints[:, :2] = xy
+        out.append(dataclasses.replace(person, keypoints=keypoints))
+    return out
+
+
+def _same_people(replayed: list[Any], stored: list[Any]) -> bool:
+    if len(replayed) != len(stored):
+        return False
+    for a, b in zip(replayed, stored):
+        if a.track_id != b.track_id or not np.array_equal(np.float32(a.bbox), np.float32(b.bbox)):
+            return False
+        if not np.array_equal(
+            np.asarray(a.keypoints, np.float32), np.asarray(b.keypoints, np.float32), equal_nan=True
+        ):
+            return False
+    return True
