@@ -142,31 +142,29 @@ def test_farm_chunks_from_two_machines_finalized_from_a_third_equal_one_run(
     assert_same_outputs(local_run, got)
 
 
-def plain(home: Path, walk: Path, out: str | Path, *extra: str) -> list[str]:
-    """`predict` arguments without smoothing: a resumed smoothed sequence restarts the filter's speed where it
-    resumes (temporal.py), so only an unsmoothed one can equal an uninterrupted run frame for frame."""
-    return ["predict", str(walk), "--tasks", TASKS, "--out", str(out), "--checkpoint-dir", str(home),
-            "--no-download", "--device", "cpu", "--boxes", str(walk.parent / "boxes.json"), "--no-flip-test",
-            "--run-id", "plain", "--writers", "0", *extra]  # fmt: skip
-
-
-def test_a_killed_job_resumes_and_redoes_only_what_is_missing(tmp_path, s3, home, walk, capsys) -> None:
+def test_a_killed_job_resumes_and_redoes_only_what_is_missing(
+    tmp_path, s3, home, walk, local_run, capsys
+) -> None:
+    """SIGKILLed after its 4th commit, with smoothing on, then --skip-existing from the same staging folder: what
+    it published stays, only the missing frames are computed, and the result equals the uninterrupted run."""
     url = f"s3://{BUCKET}/killed"
     staging = tmp_path / "staging"
-    assert main(plain(home, walk, tmp_path / "reference")) == 0
-    code = "import sys; from sapiens2_studio.cli.main import main; sys.exit(main(sys.argv[1:]))"
+    extra = ("--run-id", "local", "--staging", str(staging))
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from test_scale import predict; "
+        "sys.exit(predict(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], *sys.argv[5:]))"
+    )
     env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": "committed:4:kill"}
-    args = [sys.executable, "-c", code, *plain(home, walk, url, "--staging", str(staging))]
+    args = [sys.executable, "-c", code, str(Path(__file__).parent), str(home), str(walk), url, *extra]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr
     s3.invalidate_cache()
     published = [p for p in s3.find(f"{BUCKET}/killed") if re.search(r"/walk_\d{4}\.json$", p)]
     assert 1 <= len(published) <= 4, published  # published while it ran, killed after its 4th commit
     capsys.readouterr()
-    assert main(plain(home, walk, url, "--staging", str(staging), "--skip-existing")) == 0
+    assert predict(home, walk, url, *extra, "--skip-existing") == 0
     assert f"wrote 2 result(s) to {url} (staged in {staging}), kept 4 verified" in capsys.readouterr().err
-    got = download(s3, url, tmp_path / "got")
-    assert_same_outputs(tmp_path / "reference", got)
+    assert_same_outputs(local_run, download(s3, url, tmp_path / "got"))
 
 
 def test_a_lock_of_another_run_refuses_a_second_writer(tmp_path, s3, home, walk, capsys) -> None:
