@@ -136,12 +136,10 @@ def finalize(
     if is_remote(out):
         remote = RemoteOutput(os.fspath(out), staging, storage_options)
         remote.check()
-        with remote.session(None):
-            remote.hydrate()
-            with remote.publishing():
-                report = finalize(
-                    remote.staging, smooth=smooth, host=host, on_frame=on_frame, sequences=sequences
-                )
+        with remote.mirrored(None):  # exclusive: no chunk may still be writing there
+            report = finalize(
+                remote.staging, smooth=smooth, host=host, on_frame=on_frame, sequences=sequences
+            )
         report.published = remote.url
         return report
     out = local_path(out)

@@ -43,7 +43,6 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,7 +50,7 @@ from urllib.parse import urlsplit
 from ..formats.bundle import FORMAT_NAME
 from .errors import OutputError
 from .lock import pid_alive
-from .transaction import temp_name
+from .transaction import temp_name, write_document
 
 MANIFEST_NAME = ".sapiens2-published.json"
 LOCKS_FOLDER = ".sapiens2-locks"
@@ -96,17 +95,6 @@ def publish_interval() -> float:
         return max(0.05, float(os.environ.get(INTERVAL_ENV, DEFAULT_INTERVAL)))
     except ValueError:
         return DEFAULT_INTERVAL
-
-
-@dataclass
-class PublishReport:
-    """One publishing round: frames and documents uploaded, remote files removed, frames left for the next
-    round (changed while uploading)."""
-
-    frames: int = 0
-    documents: int = 0
-    removed: int = 0
-    deferred: list[str] = field(default_factory=list)
 
 
 def _stat(path: Path) -> tuple[int, int] | None:
@@ -249,16 +237,11 @@ class RemoteOutput:
         return doc.get("files", {}) if isinstance(doc, dict) and doc.get("url") == self.url else {}
 
     def _save_manifest(self, manifest: dict[str, dict[str, Any]]) -> None:
-        path = self.staging / MANIFEST_NAME
-        tmp = self.staging / temp_name(MANIFEST_NAME, uuid.uuid4().hex[:8])
         try:
             self.staging.mkdir(parents=True, exist_ok=True)
-            tmp.write_text(json.dumps({"url": self.url, "files": manifest}, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, path)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-            raise OutputError(f"{path}: cannot record what was published ({exc})") from None
+            raise OutputError(f"{self.staging}: cannot create the staging folder ({exc})") from None
+        write_document(self.staging / MANIFEST_NAME, {"url": self.url, "files": manifest})
 
     # ------------------------------------------------------------------------------------------------ hydrate
 
@@ -304,24 +287,25 @@ class RemoteOutput:
 
     # ------------------------------------------------------------------------------------------------ publish
 
-    def publish(self, *, verify: bool = False, fresh: bool = True) -> PublishReport:
+    def publish(self, *, verify: bool = False, fresh: bool = True) -> list[str]:
         """One round: mirror the staging folder's committed state to the URL (module docstring). `verify`: list
-        the remote again afterwards and fail if any published file is missing or has the wrong size. `fresh`:
+        the remote again afterwards and fail if any published file is missing or has the wrong size. Returns the
+        frames left for the next round (a commit rewrote them during the upload). `fresh`:
         start from a listing of the URL; otherwise from the manifest (the rounds during a run: a listing of a
         large job's URL is many requests, and only this run writes its frames there meanwhile)."""
         with self._manifest_lock:
             try:
-                report = self._publish_round(fresh)
+                deferred = self._publish_round(fresh)
                 if verify:
                     self._verify()
             except OutputError:
                 raise
             except Exception as exc:  # backends raise their own types
                 raise self._error("publish", exc) from None
-            return report
+            return deferred
 
-    def _publish_round(self, fresh: bool) -> PublishReport:
-        report = PublishReport()
+    def _publish_round(self, fresh: bool) -> list[str]:
+        deferred: list[str] = []
         manifest = self._load_manifest()
         local = self._local_files()
         remote = self._listing() if fresh else {rel: entry["size"] for rel, entry in manifest.items()}
@@ -356,12 +340,11 @@ class RemoteOutput:
                 for name in entry["files"]:
                     if name not in claimed and name not in local:
                         self._remove(name, remote, manifest)
-                report.removed += 1
         for rel, files in frames.items():
             if all(current(f) for f in [*files, rel]):
                 continue
             if any(f not in local for f in files):
-                report.deferred.append(rel)  # replaced while we listed: the next round
+                deferred.append(rel)  # replaced while we listed: the next round
                 continue
             old = manifest.get(rel, {}).get("files")
             if rel in remote:
@@ -375,12 +358,9 @@ class RemoteOutput:
                 if name not in local:
                     self._remove(name, remote, manifest)
             if any(_stat(self.staging / f) != local.get(f) for f in [*files, rel]):
-                report.deferred.append(
-                    rel
-                )  # a commit rewrote it meanwhile: the next round publishes it whole
+                deferred.append(rel)  # a commit rewrote it meanwhile: the next round publishes it whole
                 continue
             self._upload(rel, local[rel], remote, manifest, files=files)
-            report.frames += 1
         documents = sorted(
             (r for r in local if r not in claimed),
             key=lambda r: (PurePosixPath(r).parent, r.endswith(".sequence.json"), r),
@@ -388,13 +368,11 @@ class RemoteOutput:
         for rel in documents:
             if not current(rel):
                 self._upload(rel, local[rel], remote, manifest)
-                report.documents += 1
         for rel, entry in sorted(manifest.items()):
             if "files" not in entry and rel not in local and rel not in claimed:
                 self._remove(rel, remote, manifest)  # e.g. a partial marker once its index is written
-                report.removed += 1
         self._save_manifest(manifest)
-        return report
+        return deferred
 
     def _upload(
         self,
@@ -462,9 +440,18 @@ class RemoteOutput:
         stop.set()
         thread.join()
         for _ in range(3):  # nothing commits any more: a frame deferred here was caught mid-commit by a round
-            if not self.publish().deferred:
+            if not self.publish():
                 break
         self.publish(verify=True)  # then a round with nothing left to do, and the listing checked
+
+    @contextlib.contextmanager
+    def mirrored(self, run_id: str | None, *, shared: bool = False) -> Iterator[int]:
+        """What a run into a URL is wrapped in, whatever runs (a predict job on any engine, finalize): the lock
+        object held, the staging folder hydrated (yields the frames fetched), published during and after."""
+        with self.session(run_id, shared=shared):
+            fetched = self.hydrate()
+            with self.publishing():
+                yield fetched
 
     # ------------------------------------------------------------------------------------------------ lock
 

@@ -11,19 +11,14 @@ def run_prepared(job: PredictJob) -> JobReport:
     """Run a PredictJob (prepared or not) on its spec's engine; an output URL is published during and after."""
     if not hasattr(job, "jobs"):
         job.prepare()
-    remote = (
-        job.remote if job.member is None else None
-    )  # a distributed run's units write the driver's staging
+    # a distributed run's units write into the driver's staging folder; only the driver publishes
+    remote = job.remote if job.member is None else None
     if remote is None:
         return _run_engine(job)
-    with remote.session(job.run_info.id, shared=job.spec.frames is not None):
-        fetched = remote.hydrate()
+    with remote.mirrored(job.run_info.id, shared=job.spec.frames is not None) as fetched:
         if fetched:
-            job.host.note(
-                f"fetched {fetched} frame(s) already published at {remote.url} into {remote.staging}"
-            )
-        with remote.publishing():
-            report = _run_engine(job)
+            job.host.note(f"fetched {fetched} frame(s) published at {remote.url} into {remote.staging}")
+        report = _run_engine(job)
     report.published = remote.url
     return report
 
