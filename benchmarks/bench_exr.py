@@ -13,7 +13,11 @@ Data, 1080×1920 by default:
 - `seg`: 20 body-part-like regions inside the mask (angular sectors × bands), 0 outside;
 - `--bundle FILE.exr`: additionally every layer of a real bundle (e.g. one written by `bench_pipeline.py`).
 
+`zip` is our writer (core/formats/exr_scanline.py, ISA-L deflate); `zip@zlib` the same with its zlib fallback;
+`zip@openexr` the `openexr` binding's ZIP writer, side by side.
+
     python benchmarks/bench_exr.py --repeat 3 [--bundle out/frame_0001.exr]
+    python benchmarks/bench_exr.py --repeat 3 --compressions zip,zip@zlib,zip@openexr,none
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-COMPRESSIONS = ("none", "rle", "zips", "zip", "piz", "pxr24", "b44", "dwaa")
+COMPRESSIONS = ("none", "rle", "zips", "zip", "zip@zlib", "zip@openexr", "piz", "pxr24", "b44", "dwaa")
 LAYER_CHANNELS = {
     "rgba": ("R", "G", "B", "A"),
     "P": ("P.X", "P.Y", "P.Z"),
@@ -79,15 +83,44 @@ def bundle_layers(path: Path) -> dict[str, np.ndarray]:
     return {k: v.astype(np.float32) for k, v in channels.items()}
 
 
+def write_variant(path: Path, channels: dict[str, np.ndarray], variant: str) -> None:
+    """`write_exr` for a compression name; `zip@openexr` = the `openexr` binding's own ZIP writer (what bundles
+    used before core/formats/exr_scanline.py), `zip@zlib` = our writer with its standard-library fallback."""
+    from sapiens2_studio.core.formats import exr_scanline
+    from sapiens2_studio.core.formats.exr import write_exr
+
+    compression, _, writer = variant.partition("@")
+    if writer == "openexr":
+        import OpenEXR
+
+        header = {"compression": OpenEXR.ZIP_COMPRESSION, "type": OpenEXR.scanlineimage}
+        if compression != "zip":
+            raise SystemExit(f"{variant}: only zip@openexr is compared")
+        with OpenEXR.File(header, {k: np.ascontiguousarray(v) for k, v in channels.items()}) as exr:
+            exr.write(str(path))
+        return
+    if writer == "zlib":
+        import zlib
+
+        saved = exr_scanline._DEFLATE
+        exr_scanline._DEFLATE = lambda data: zlib.compress(data, exr_scanline._ZLIB_LEVEL)
+        try:
+            write_exr(path, channels, compression=compression)
+        finally:
+            exr_scanline._DEFLATE = saved
+        return
+    write_exr(path, channels, compression=compression)
+
+
 def measure(channels: dict[str, np.ndarray], compression: str, repeat: int, workdir: Path) -> dict[str, Any]:
     """Write and read the channels `repeat` times (interleaved by the caller); bytes, median core-ms, errors."""
-    from sapiens2_studio.core.formats.exr import read_exr, write_exr
+    from sapiens2_studio.core.formats.exr import read_exr
 
-    path = workdir / f"bench_{os.getpid()}_{compression}.exr"
+    path = workdir / f"bench_{os.getpid()}_{compression.replace('@', '_')}.exr"
     encode, decode = [], []
     for _ in range(repeat):
         start = time.process_time()
-        write_exr(path, channels, compression=compression)
+        write_variant(path, channels, compression)
         encode.append(time.process_time() - start)
         start = time.process_time()
         back, _ = read_exr(path)
@@ -149,13 +182,19 @@ def main(argv: list[str] | None = None) -> int:
                 best = min(rows, key=lambda c: rows[c]["bytes"])
                 print(f"{source:6} {layer:5} {pixel:5} smallest={best}", file=sys.stderr)
         frames = {}
-        for name, table in (("previous", previous), ("chosen", LAYER_ENCODING)):
+        variants = (
+            ("previous", previous, previous.compression),
+            ("chosen", LAYER_ENCODING, LAYER_ENCODING.compression),
+            ("chosen, zlib fallback", LAYER_ENCODING, "zip@zlib"),
+            ("chosen, openexr binding", LAYER_ENCODING, "zip@openexr"),
+        )
+        for name, table, variant in variants:
             typed = {}
             for layer, names in LAYER_CHANNELS.items():
                 if all(n in channels for n in names):
                     typed.update({n: channels[n].astype(table.pixel_types[layer]) for n in names})
-            frames[name] = measure(typed, table.compression, args.repeat, workdir)
-            frames[name]["compression"] = table.compression
+            frames[name] = measure(typed, variant, args.repeat, workdir)
+            frames[name]["compression"] = variant
         result[f"{source}/frame"] = frames
     result["load_average_end"] = [round(v, 2) for v in os.getloadavg()]
     text = json.dumps(result, indent=1)

@@ -9,15 +9,24 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .errors import ExrError
+from .exr_scanline import LINES_PER_CHUNK, ScanlineExrWriter
 
-__all__ = ["ExrError", "linear_to_srgb", "read_exr", "require_openexr", "srgb_to_linear", "write_exr"]
+__all__ = [
+    "ExrError",
+    "linear_to_srgb",
+    "read_exr",
+    "require_openexr",
+    "srgb_to_linear",
+    "write_exr",
+    "write_exr_bands",
+]
 
 _ALLOWED_DTYPES = (np.float16, np.float32, np.uint32)
 # Compression names → the `openexr` constants (the lossless ones every OpenEXR 2.x/3.x reader decodes, and the two
@@ -76,8 +85,9 @@ def write_exr(
 ) -> None:
     """Write 2-D arrays as named channels of one single-part, scanline EXR (`compression`: see COMPRESSIONS).
 
-    Each array's dtype sets the pixel type (float16 → HALF, float32 → FLOAT, uint32 → UINT); every array is
-    made C-contiguous first. All channels must share one (H, W) shape.
+    Each array's dtype sets the pixel type (float16 → HALF, float32 → FLOAT, uint32 → UINT). All channels must
+    share one (H, W) shape. `none`, `zips` and `zip` are written by `exr_scanline.ScanlineExrWriter` (no
+    `openexr` needed; attributes str, int or float); the other compressions by the `openexr` binding.
     """
     if not channels:
         raise ExrError(f"{path}: refusing to write an EXR with no channels")
@@ -85,7 +95,6 @@ def write_exr(
         raise ExrError(
             f"{path}: unknown EXR compression {compression!r}; use one of {', '.join(COMPRESSIONS)}"
         )
-    OpenEXR = require_openexr()
     shape = None
     prepared: dict[str, np.ndarray] = {}
     for name, array in channels.items():
@@ -98,7 +107,18 @@ def write_exr(
             shape = arr.shape
         elif arr.shape != shape:
             raise ExrError(f"{path}: channel {name!r} has shape {arr.shape}, others have {shape}")
-        prepared[name] = np.ascontiguousarray(arr)
+        prepared[name] = arr
+    if compression in LINES_PER_CHUNK:  # none, zips, zip: our own writer (fast deflate, see exr_scanline)
+        with ScanlineExrWriter(
+            path,
+            [(name, arr.dtype) for name, arr in prepared.items()],
+            *shape,
+            attributes,
+            compression=compression,
+        ) as writer:
+            writer.write(prepared)
+        return
+    OpenEXR = require_openexr()
     if not hasattr(OpenEXR, COMPRESSIONS[compression]):
         raise ExrError(f"{path}: this OpenEXR ({OpenEXR.OPENEXR_VERSION}) has no {compression} compression")
     header: dict[str, Any] = {
@@ -107,10 +127,36 @@ def write_exr(
     }
     header.update(attributes or {})
     try:
-        with OpenEXR.File(header, prepared) as exr:
+        with OpenEXR.File(header, {k: np.ascontiguousarray(v) for k, v in prepared.items()}) as exr:
             exr.write(str(path))
     except Exception as exc:
         raise ExrError(f"{path}: could not write EXR ({exc})") from exc
+
+
+def write_exr_bands(
+    path: str | os.PathLike[str],
+    layout: list[tuple[str, Any]],
+    height: int,
+    width: int,
+    bands: Iterable[Mapping[str, np.ndarray]],
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    compression: str = "zip",
+) -> None:
+    """Write an EXR from row bands, top to bottom (`layout`: [(channel, dtype)]; each band maps every channel to
+    (rows, width) values, cast to its dtype). With `none`, `zips` or `zip` only one band is held at a time; the
+    binding's compressions need the whole image, so the bands are joined first."""
+    if compression in LINES_PER_CHUNK:
+        with ScanlineExrWriter(path, layout, height, width, attributes, compression=compression) as writer:
+            for band in bands:
+                writer.write(band)
+        return
+    parts = list(bands)
+    whole = {
+        name: np.concatenate([np.asarray(part[name]) for part in parts]).astype(dtype, copy=False)
+        for name, dtype in layout
+    }
+    write_exr(path, whole, attributes, compression=compression)
 
 
 def read_exr(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
