@@ -133,6 +133,7 @@ def _targets() -> list[tuple[Any, str, str, str | None]]:
     bundle, images, predict = module("formats.bundle"), module("pipeline.images"), module("pipeline.predict")
     capture, inputs, job = module("studio.capture"), module("studio.inputs"), module("studio.job")
     outputs, tasks, temporal = module("studio.outputs"), module("studio.tasks"), module("studio.temporal")
+    stages = module("studio.stages")
 
     targets: list[tuple[Any, str, str, str | None]] = [
         (job.PredictJob, "run", "job.other", None),
@@ -156,17 +157,22 @@ def _targets() -> list[tuple[Any, str, str, str | None]]:
         (predict, "average_flip", "pose.decode", None),
         (predict, "decode_heatmaps", "pose.decode", None),
         (predict, "crop_to_image", "pose.decode", None),
-        (job, "capture_frames", "capture", None),
+        (job, "capture_frames", "capture", None),  # versions before the stages module
+        (stages, "capture_frames", "capture", None),
         (capture, "check_geometry", "checks", None),
         (temporal.SequenceSmoother, "apply", "temporal", None),
         (job, "write_frame_outputs", "write.other", None),
+        (stages, "write_frame_outputs", "write.other", None),
         (outputs, "preview_images", "previews.render", None),
         (outputs, "save_png", "previews.png", None),
         (outputs, "keypoints_document", "keypoints_json", None),
         (outputs, "openpose_document", "keypoints_json", None),
         (outputs, "write_bundle", "bundle.json", None),
-        (bundle, "_exr_channels", "bundle.channels", None),
+        (bundle, "_exr_channels", "bundle.channels", None),  # versions before the banded writer
+        (bundle, "_exr_plan", "bundle.channels", None),
+        (bundle, "_exr_band", "bundle.channels", None),
         (bundle, "write_exr", "bundle.exr", None),
+        (bundle, "write_exr_bands", "bundle.exr", None),
     ]
     for name in tasks.PREDICTORS:
         targets.append((tasks.PREDICTORS, name, "{task}.other", name))

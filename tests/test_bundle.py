@@ -268,11 +268,11 @@ def test_failed_write_leaves_nothing(tmp_path: Path) -> None:
 def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sapiens2_studio.core.formats import bundle as bundle_mod
 
-    def failing_write(path, channels, attributes=None, **options):
+    def failing_write(path, *args, **options):
         Path(path).write_bytes(b"half")  # simulate a crash after a partial write
         raise OSError("disk full")
 
-    monkeypatch.setattr(bundle_mod, "write_exr", failing_write)
+    monkeypatch.setattr(bundle_mod, "write_exr_bands", failing_write)
     with pytest.raises(OSError, match="disk full"):
         write_bundle(tmp_path, "crash", _frame())
     assert list(tmp_path.iterdir()) == []
@@ -429,3 +429,49 @@ def test_checks_round_trip_and_bad_checks(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc), encoding="utf-8")
     with pytest.raises(BundleError, match="'checks' must be a JSON object"):
         read_bundle(path)
+
+
+@pytest.mark.parametrize("band_rows", [1, 7, 16, 10_000])
+def test_the_exr_does_not_depend_on_the_band_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, band_rows
+) -> None:
+    """The EXR is computed and written in row bands (bounded memory on huge photos); any band size gives the
+    bytes of the whole-frame write, for every layer (matte, float colour and non-finite values included)."""
+    from sapiens2_studio.core.formats import bundle as bundle_mod
+
+    frame = _frame(seed=4)
+    frame.alpha = np.random.default_rng(1).uniform(-0.2, 1.2, (H, W)).astype(np.float32)
+    frame.foreground = np.random.default_rng(2).uniform(0, 1, (H, W, 3)).astype(np.float32)
+    frame.normals[3, 4] = np.nan
+    frame.points[5, 6] = [np.inf, 0.0, 1.0]
+    frame.mask[1, 1] = np.nan
+    monkeypatch.setattr(bundle_mod, "EXR_BAND_ROWS", 1 << 20)
+    write_bundle(tmp_path / "whole", "f", frame)
+    monkeypatch.setattr(bundle_mod, "EXR_BAND_ROWS", band_rows)
+    write_bundle(tmp_path / "bands", "f", frame)
+    assert (tmp_path / "bands" / "f.exr").read_bytes() == (tmp_path / "whole" / "f.exr").read_bytes()
+    back = read_bundle(tmp_path / "bands" / "f.json")
+    assert np.isfinite(back.normals).all() and back.alpha is not None
+
+
+def test_canonical_points_equal_stored_points_and_never_write_into_shared_memory() -> None:
+    """canonical_points (the job's bounded-memory form) gives stored_points' values bit for bit; it reuses an
+    array the caller owns and leaves views of other memory (a model's result tensor) alone."""
+    import torch
+    from sapiens2_studio.core.formats.bundle import canonical_points, stored_points
+
+    rng = np.random.default_rng(9)
+    points = rng.normal(size=(700, 5, 3)).astype(np.float32)
+    points[3, 1] = [np.nan, 1.0, 1.0]
+    points[600, 2] = [1.0, np.inf, 2.0]
+    points[650, 4] = [-0.0, 0.5, -0.0]  # behind the camera
+    expected = stored_points(points)[0]
+    owned = points.copy()
+    assert canonical_points(owned) is owned and owned.tobytes() == expected.tobytes()
+    tensor = torch.from_numpy(points.copy())
+    before = tensor.clone()
+    shared = tensor.numpy()
+    result = canonical_points(shared)
+    assert result is not shared and result.tobytes() == expected.tobytes()
+    assert torch.equal(tensor.nan_to_num(), before.nan_to_num())  # the tensor is unchanged
+    assert canonical_points(points[:, :, :].astype(np.float64)).tobytes() == expected.tobytes()

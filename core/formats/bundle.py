@@ -18,7 +18,7 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -30,7 +30,7 @@ from ..data import keypoints308, seg29
 from .arrays import to_numpy
 from .documents import MAJOR, check_version, load_json, remove_quietly
 from .errors import BundleError
-from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr
+from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr, write_exr_bands
 
 __all__ = [
     "FORMAT_NAME",
@@ -40,6 +40,7 @@ __all__ = [
     "CaptureFrame",
     "CapturePerson",
     "LegacyNormalsWarning",
+    "canonical_points",
     "default_camera",
     "dump_document",
     "frame_name",
@@ -325,6 +326,29 @@ def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.where(valid, pts, 0.0).astype(np.float32), valid
 
 
+def canonical_points(points: Any) -> np.ndarray:
+    """`stored_points(points)[0]` without full-size temporaries (a 9000×6000 pointmap is 648 MB): computed in row
+    bands, in place when `points` is a writable float32 array that owns its memory (built by the caller, e.g.
+    `capture_frames` or `read_bundle`; never a view of a model's result), else into one new array."""
+    pts = to_numpy(points)
+    own = (
+        isinstance(pts, np.ndarray)
+        and pts.dtype == np.float32
+        and pts.base is None
+        and pts.flags.writeable
+        and pts.flags.c_contiguous
+    )
+    out = pts if own else np.empty(pts.shape, np.float32)
+    if pts.ndim != 3 or pts.shape[2] != 3:
+        raise BundleError(f"points must be (H, W, 3), got shape {pts.shape}")
+    step = 4 * EXR_BAND_ROWS
+    for y in range(0, pts.shape[0], step):
+        band = np.asarray(pts[y : y + step], dtype=np.float32)
+        valid = np.isfinite(band).all(axis=2, keepdims=True) & (band[..., 2:3] > 0)
+        np.copyto(out[y : y + step], np.where(valid, band, np.float32(0.0)))
+    return out
+
+
 def point_channels(points: Any) -> dict[str, np.ndarray]:
     """The EXR channels of a pointmap: depth `Z`, `P.X/Y/Z` and the validity `P.A` (docs/formats.md §2.1)."""
     pts, valid = stored_points(points)
@@ -337,65 +361,145 @@ def point_channels(points: Any) -> dict[str, np.ndarray]:
     return channels
 
 
-def _exr_channels(frame: CaptureFrame) -> tuple[dict[str, np.ndarray], list[str]]:
+# Rows per band of the EXR: a multiple of ZIP's 16-line chunk; a band's temporaries are a few MB even on a
+# 9000-pixel-wide photo, so a frame's channels never exist at full size (docs/performance.md).
+EXR_BAND_ROWS = 64
+
+Band = dict[str, np.ndarray]
+
+
+@lru_cache(maxsize=1)
+def _srgb_u8_table16() -> np.ndarray:
+    """`_srgb_u8_table` at the EXR's half precision (the same values `astype(float16)` gives)."""
+    return _srgb_u8_table().astype(np.float16)
+
+
+def _colour_input(name: str, array: Any, height: int, width: int) -> np.ndarray:
+    arr = to_numpy(array)
+    if (
+        arr.shape[:2] != (height, width)
+        or arr.ndim not in (2, 3)
+        or (arr.ndim == 3 and arr.shape[2] not in (3, 4))
+    ):
+        raise BundleError(
+            f"CaptureFrame.{name} has shape {arr.shape}, expected {(height, width, 3)} (H, W[, C])"
+        )
+    return arr
+
+
+def _colour_band(name: str, arr: np.ndarray, rows: slice, prefix: str) -> Band:
+    """Linear colour channels of rows of an sRGB image: 8-bit colour through the half-precision table."""
+    if arr.dtype == np.uint8 and arr.ndim == 3:
+        table = _srgb_u8_table16()
+        return {f"{prefix}{ch}": table[arr[rows, :, i]] for i, ch in enumerate("RGB")}
+    linear = srgb_to_linear(_as_srgb_float(name, arr[rows]))
+    return {f"{prefix}{ch}": linear[..., i] for i, ch in enumerate("RGB")}
+
+
+def _point_band(points: np.ndarray, rows: slice) -> Band:
+    """`point_channels` of rows of a pointmap (the writer casts to the channels' pixel types)."""
+    pts, valid = stored_points(points[rows])
+    band = {"Z": pts[..., 2]}
+    band.update({f"P.{axis}": pts[..., i] for i, axis in enumerate("XYZ")})
+    band["P.A"] = valid[..., 0]
+    return band
+
+
+def _exr_plan(
+    frame: CaptureFrame,
+) -> tuple[list[tuple[str, np.dtype]], list[str], list[Callable[[slice], Band]]]:
+    """(channel layout, layers, band makers) of the frame's EXR; `_exr_band(makers, rows)` computes the channels
+    of a slice of rows, so the writer never needs the whole frame's channels at once. Every shape is checked here, before
+    the file is opened."""
     h, w = frame.height, frame.width
-    channels: dict[str, np.ndarray] = {}
-    layers: list[str] = []
     pixel = LAYER_ENCODING.pixel_types
+    layout: list[tuple[str, np.dtype]] = []
+    layers: list[str] = []
+    makers: list[Callable[[slice], Band]] = []
+
+    def add(
+        names: Sequence[str], channels: Sequence[tuple[str, str]], maker: Callable[[slice], Band]
+    ) -> None:
+        """Layers `names` with their (channel, LAYER_ENCODING kind) list, made per band by `maker`."""
+        layers.extend(names)
+        layout.extend((channel, np.dtype(pixel[kind])) for channel, kind in channels)
+        makers.append(maker)
+
+    def opaque(rows: slice) -> np.ndarray:
+        return np.ones((rows.stop - rows.start, w), np.float16)
+
     if frame.image is not None:
-        linear = _as_linear("image", frame.image)
-        _check_shape("image", linear, h, w, 3)
-        for i, ch in enumerate("RGB"):
-            channels[ch] = linear[..., i].astype(pixel["rgba"])
-        channels["A"] = np.ones((h, w), pixel["rgba"])
-        layers.append("rgba")
+        image = _colour_input("image", frame.image, h, w)
+        rgba = [(ch, "rgba") for ch in "RGBA"]
+        add(["rgba"], rgba, lambda rows: {**_colour_band("image", image, rows, ""), "A": opaque(rows)})
     if frame.points is not None:
-        _check_shape("points", to_numpy(frame.points), h, w, 3)
-        channels.update(point_channels(frame.points))
-        layers += ["depth", "P"]
+        points = to_numpy(frame.points)
+        _check_shape("points", points, h, w, 3)
+        channels = [("Z", "depth"), ("P.X", "P"), ("P.Y", "P"), ("P.Z", "P"), ("P.A", "mask")]
+        add(["depth", "P"], channels, lambda rows: _point_band(points, rows))
     if frame.normals is not None:
-        nrm = np.asarray(to_numpy(frame.normals), dtype=np.float32)
-        _check_shape("normals", nrm, h, w, 3)
-        for i, axis in enumerate("XYZ"):
-            channels[f"N.{axis}"] = np.nan_to_num(nrm[..., i]).astype(pixel["N"])
-        layers.append("N")
+        normals = to_numpy(frame.normals)
+        _check_shape("normals", normals, h, w, 3)
+
+        def normal_band(rows: slice) -> Band:
+            nrm = np.nan_to_num(np.asarray(normals[rows], dtype=np.float32))
+            return {f"N.{axis}": nrm[..., i] for i, axis in enumerate("XYZ")}
+
+        add(["N"], [(f"N.{axis}", "N") for axis in "XYZ"], normal_band)
     if frame.albedo is not None:
-        alb = _as_linear("albedo", frame.albedo)
-        _check_shape("albedo", alb, h, w, 3)
-        for i, ch in enumerate("RGB"):
-            channels[f"albedo.{ch}"] = alb[..., i].astype(pixel["albedo"])
-        layers.append("albedo")
+        albedo = _colour_input("albedo", frame.albedo, h, w)
+        channels = [(f"albedo.{ch}", "albedo") for ch in "RGB"]
+        add(["albedo"], channels, lambda rows: _colour_band("albedo", albedo, rows, "albedo."))
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)
-        channels["seg.id"] = seg.astype(pixel["seg"])
-        layers.append("seg")
+        add(["seg"], [("seg.id", "seg")], lambda rows: {"seg.id": seg[rows]})
     if frame.mask is not None:
-        mask = to_numpy(frame.mask).astype(np.float32)
+        mask = to_numpy(frame.mask)
         _check_shape("mask", mask, h, w, None)
-        channels["mask.A"] = np.clip(np.nan_to_num(mask, nan=0.0), 0.0, 1.0).astype(pixel["mask"])
-        layers.append("mask")
+        add(["mask"], [("mask.A", "mask")], lambda rows: {"mask.A": _unit(mask[rows])})
     if frame.alpha is not None:
-        _matte_channels(frame, channels, layers)
+        _matte_plan(frame, add)
     elif frame.foreground is not None:
         raise BundleError("CaptureFrame.foreground needs its alpha (CaptureFrame.alpha)")
-    if not channels:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
-        channels["A"] = np.ones((h, w), np.float16)
-    return channels, layers
+    if not layout:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
+        layout.append(("A", np.dtype(np.float16)))
+        makers.append(lambda rows: {"A": opaque(rows)})
+
+    return layout, layers, makers
 
 
-def _matte_channels(frame: CaptureFrame, channels: dict[str, np.ndarray], layers: list[str]) -> None:
+def _exr_band(makers: list[Callable[[slice], Band]], rows: slice) -> Band:
+    """The channels of one band of rows (`_exr_plan`)."""
+    out: Band = {}
+    for maker in makers:
+        out.update(maker(rows))
+    return out
+
+
+def _unit(values: np.ndarray) -> np.ndarray:
+    """0..1 float32, NaN → 0 (masks and mattes)."""
+    return np.clip(np.nan_to_num(np.asarray(values, dtype=np.float32), nan=0.0), 0.0, 1.0)
+
+
+def _matte_plan(frame: CaptureFrame, add: Callable[..., None]) -> None:
     """`matte.A` = alpha; with a foreground also `matte.R/G/B` = its linear colour × alpha (pre-multiplied)."""
-    alpha = np.clip(np.nan_to_num(to_numpy(frame.alpha).astype(np.float32), nan=0.0), 0.0, 1.0)
+    alpha = to_numpy(frame.alpha)
     _check_shape("alpha", alpha, frame.height, frame.width, None)
-    channels["matte.A"] = alpha.astype(LAYER_ENCODING.pixel_types["alpha"])
-    layers.append("alpha")
-    if frame.foreground is not None:
-        colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", frame.foreground), 0.0, 1.0))
-        _check_shape("foreground", colour, frame.height, frame.width, 3)
-        for i, ch in enumerate("RGB"):
-            channels[f"matte.{ch}"] = (colour[..., i] * alpha).astype(LAYER_ENCODING.pixel_types["matte"])
-        layers.append("matte")
+    if frame.foreground is None:
+        add(["alpha"], [("matte.A", "alpha")], lambda rows: {"matte.A": _unit(alpha[rows])})
+        return
+    foreground = _colour_input("foreground", frame.foreground, frame.height, frame.width)
+
+    def matte_band(rows: slice) -> Band:
+        a = _unit(alpha[rows])
+        colour = srgb_to_linear(np.clip(_as_srgb_float("foreground", foreground[rows]), 0.0, 1.0))
+        band = {f"matte.{ch}": colour[..., i] * a for i, ch in enumerate("RGB")}
+        band["matte.A"] = a
+        return band
+
+    channels = [("matte.A", "alpha")] + [(f"matte.{ch}", "matte") for ch in "RGB"]
+    add(["alpha", "matte"], channels, matte_band)
 
 
 def _straight_foreground(premultiplied: np.ndarray, alpha: np.ndarray) -> np.ndarray:
@@ -502,7 +606,7 @@ def dump_document(doc: Mapping[str, Any]) -> str:
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     people = []
-    points = None if frame.points is None else to_numpy(frame.points).astype(np.float32)
+    points = None if frame.points is None else np.asarray(to_numpy(frame.points), dtype=np.float32)
     for index, raw in enumerate(frame.people):
         person = CapturePerson.coerce(raw, index)
         person.id = index
@@ -521,10 +625,20 @@ def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame
     EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames."""
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
-    channels, layers = _exr_channels(frame)
+    layout, layers, makers = _exr_plan(frame)
     people = _prepare_people(frame)
     doc = _frame_json(frame, sanitize_name(name), people, layers)
-    write_exr(exr_tmp, channels, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
+    rows = range(0, frame.height, EXR_BAND_ROWS)
+    bands = (_exr_band(makers, slice(y, min(y + EXR_BAND_ROWS, frame.height))) for y in rows)
+    write_exr_bands(
+        exr_tmp,
+        layout,
+        frame.height,
+        frame.width,
+        bands,
+        {"sapiens2Capture": FORMAT_VERSION},
+        compression=LAYER_ENCODING.compression,
+    )
     return doc
 
 

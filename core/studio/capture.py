@@ -167,7 +167,7 @@ def capture_frames(
         if pointmap is not None:
             points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
             if frame_mask is not None:
-                points = np.where(frame_mask[..., None] > 0.5, points, 0.0).astype(np.float32)
+                points = _masked_points(points, frame_mask)
             frame.points = points
             frame.pointmap_scale = float(np.asarray(pointmap.scale, dtype=np.float64).reshape(-1)[0])
         frame.camera = _camera(pointmap, width, height)
@@ -178,6 +178,18 @@ def capture_frames(
                 host.note(f"{label}: {warning}" if label else warning)
         frames.append(frame)
     return frames
+
+
+def _masked_points(points: np.ndarray, mask: np.ndarray, rows: int = 256) -> np.ndarray:
+    """Points where the mask is > 0.5, else 0: a new float32 array, filled in row bands (no full-size
+    temporaries beside it on a huge photo)."""
+    out = np.empty(points.shape, np.float32)
+    for y in range(0, points.shape[0], rows):
+        np.copyto(
+            out[y : y + rows],
+            np.where(mask[y : y + rows, :, None] > 0.5, points[y : y + rows], np.float32(0)),
+        )
+    return out
 
 
 def _checks(results: Mapping[str, Any], mask: np.ndarray | None) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import catalogue
-from ..formats.bundle import CaptureFrame, CapturePerson, read_bundle, stored_points
+from ..formats.bundle import CaptureFrame, CapturePerson, canonical_points, read_bundle
 from ..formats.errors import BundleError
 from .batches import TaskBatch
 from .capture import capture_frames
@@ -93,8 +93,8 @@ def canonical_frame(frame: CaptureFrame) -> None:
         person.bbox = tuple(float(np.float32(v)) for v in person.bbox)  # type: ignore[assignment]
     if frame.pointmap_scale is not None:
         frame.pointmap_scale = float(np.float32(frame.pointmap_scale))
-    if frame.points is not None:
-        frame.points = stored_points(frame.points)[0]
+    if frame.points is not None:  # in place where the frame owns them (bundle.canonical_points)
+        frame.points = canonical_points(frame.points)
 
 
 def compute_frames(
