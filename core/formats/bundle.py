@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
-from .arrays import to_numpy
+from .arrays import all_finite, to_numpy
 from .documents import MAJOR, check_version, load_json, remove_quietly
 from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr, write_exr_bands
@@ -322,7 +322,7 @@ def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
     """(points as the EXR stores them, valid): float32, non-finite points and points behind the camera (Z ≤ 0)
     replaced by 0, 0, 0; valid is (H, W, 1) bool. Applying it twice changes nothing."""
     pts = to_numpy(points).astype(np.float32)
-    valid = np.isfinite(pts).all(axis=2, keepdims=True) & (pts[..., 2:3] > 0)  # behind the camera = invalid
+    valid = (all_finite(pts) & (pts[..., 2] > 0))[..., None]  # behind the camera = invalid
     return np.where(valid, pts, 0.0).astype(np.float32), valid
 
 
@@ -344,7 +344,7 @@ def canonical_points(points: Any) -> np.ndarray:
     step = 4 * EXR_BAND_ROWS
     for y in range(0, pts.shape[0], step):
         band = np.asarray(pts[y : y + step], dtype=np.float32)
-        valid = np.isfinite(band).all(axis=2, keepdims=True) & (band[..., 2:3] > 0)
+        valid = (all_finite(band) & (band[..., 2] > 0))[..., None]
         np.copyto(out[y : y + step], np.where(valid, band, np.float32(0.0)))
     return out
 

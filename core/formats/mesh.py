@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .arrays import all_finite
 from .errors import FormatError
 from .exr import srgb_to_linear
 
@@ -79,7 +80,7 @@ def pointmap_to_mesh(
     if pts.ndim != 3 or pts.shape[2] != 3:
         raise FormatError(f"points must be (H, W, 3), got {pts.shape}")
     height, width = pts.shape[:2]
-    valid = np.isfinite(pts).all(axis=2) & (pts[..., 2] > 0)
+    valid = all_finite(pts) & (pts[..., 2] > 0)
     if mask is not None:
         m = np.asarray(mask)
         if m.shape != (height, width):

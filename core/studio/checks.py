@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..formats.arrays import to_numpy
+from ..formats.arrays import all_finite, to_numpy
 from ..shading.conventions import MODEL_NORMAL_FRAME
 from .errors import StudioError
 
@@ -253,7 +253,7 @@ def _foreground(seg: Any) -> Any:
 def _unit(n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Normalised vectors and where they were usable (finite, length > 0.5: real normals, not background)."""
     n = n.astype(np.float64)
-    finite = np.isfinite(n).all(axis=-1)
+    finite = all_finite(n)
     n = np.where(finite[..., None], n, 0.0)
     length = np.linalg.norm(n, axis=-1)
     ok = finite & (length > 0.5)
@@ -289,7 +289,7 @@ def normals_from_pointmap(
     valid = np.zeros((h, w), dtype=bool)
     if h < 3 or w < 3:
         return normals, valid
-    ok = np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
+    ok = all_finite(p) & (p[..., 2] > 0)
     p = np.where(ok[..., None], p, 0.0)
     c, left, right, up, down = p[1:-1, 1:-1], p[1:-1, :-2], p[1:-1, 2:], p[:-2, 1:-1], p[2:, 1:-1]
     inner = ok[1:-1, 1:-1] & ok[1:-1, :-2] & ok[1:-1, 2:] & ok[:-2, 1:-1] & ok[2:, 1:-1]
@@ -352,7 +352,7 @@ def camera_facing_share(
         p = _grid(points, stride).astype(np.float64)
         if p.shape != n.shape:
             raise CheckError(f"normals {n.shape} and pointmap {p.shape} differ on the check grid")
-        p_ok = np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
+        p_ok = all_finite(p) & (p[..., 2] > 0)
         p = np.where(p_ok[..., None], p, 0.0)
         view = np.where(p_ok[..., None], -p / np.maximum(np.linalg.norm(p, axis=-1), 1e-12)[..., None], view)
     if mask is not None:
@@ -400,7 +400,7 @@ def pointmap_valid_share(points: Any, mask: Any, *, stride: int = 1) -> Share:
     count = int(m.sum())
     if count == 0:
         return Share(None, 0)
-    valid = np.isfinite(p).all(axis=-1) & (p[..., 2] > 0)
+    valid = all_finite(p) & (p[..., 2] > 0)
     return Share(float(valid[m].mean()), count)
 
 
