@@ -149,6 +149,8 @@ def test_bad_bands_and_incomplete_images_are_errors(tmp_path):
         ScanlineExrWriter(tmp_path / "d.exr", [("R", np.float64)], 4, 4)
     with pytest.raises(ExrError, match="only str, int and float"):
         ScanlineExrWriter(tmp_path / "a.exr", layout, 4, 4, {"when": [1, 2]})
+    with pytest.raises(ExrError, match="does not fit an EXR int"):
+        ScanlineExrWriter(tmp_path / "a.exr", layout, 4, 4, {"frame": 2**40})
     with pytest.raises(ExrError, match="written by the writer itself"):
         ScanlineExrWriter(tmp_path / "a.exr", layout, 4, 4, {"compression": "none"})
     with pytest.raises(ExrError, match="duplicate"):

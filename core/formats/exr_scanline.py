@@ -67,6 +67,10 @@ def _user_attribute(name: str, value: Any) -> bytes:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ExrError(f"EXR attribute {name!r}: only str, int and float values are supported, got {value!r}")
     if isinstance(value, int):
+        if not -(2**31) <= value < 2**31:
+            raise ExrError(
+                f"EXR attribute {name!r}: {value} does not fit an EXR int (32 bits); store it as a string"
+            )
         return _attribute(name, "int", struct.pack("<i", value))
     return _attribute(name, "float", struct.pack("<f", value))
 
