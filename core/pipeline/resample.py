@@ -132,14 +132,21 @@ def _resize_linear_u8(x: Tensor, out_h: int, out_w: int, area_mode: bool = False
     fx = np.where(low | high, np.float32(0), fx)
     sx = np.clip(sx, 0, in_w - 1)
     a0, a1 = _weights_11bit(fx)
-    xi = x.to(torch.int64)
-    rows = xi.index_select(3, tensor(sx)) * tensor(a0) + xi.index_select(
-        3, tensor(np.minimum(sx + 1, in_w - 1))
-    ) * tensor(a1)
     sy, fy = _phase(in_h, out_h, area_mode)  # rows keep the phase; their indices are clipped
+    top, bottom = np.clip(sy, 0, in_h - 1), np.clip(sy + 1, 0, in_h - 1)
+    # Only the source rows the vertical pass reads are resampled horizontally, and only at the columns it reads
+    # (each row's horizontal pass is independent, so this is the same arithmetic): a 9000×6000 photo never
+    # becomes a full-size int64 copy (1.3 GB), just (rows read) × (output width).
+    used = np.unique(np.concatenate([top, bottom]))
+    picked = tensor(used).reshape(-1, 1)
+
+    def columns(cols: np.ndarray) -> Tensor:
+        return x[:, :, picked, tensor(cols).reshape(1, -1)].to(torch.int64)
+
+    rows = columns(sx) * tensor(a0) + columns(np.minimum(sx + 1, in_w - 1)) * tensor(a1)
     b0, b1 = (tensor(b).reshape(1, 1, -1, 1) for b in _weights_11bit(fy))
-    s0 = rows.index_select(2, tensor(np.clip(sy, 0, in_h - 1)))
-    s1 = rows.index_select(2, tensor(np.clip(sy + 1, 0, in_h - 1)))
+    s0 = rows.index_select(2, tensor(np.searchsorted(used, top)))
+    s1 = rows.index_select(2, tensor(np.searchsorted(used, bottom)))
     out = ((((s0 >> 4) * b0) >> 16) + (((s1 >> 4) * b1) >> 16) + 2) >> 2
     return out.clamp(0, 255).to(x.dtype)
 
