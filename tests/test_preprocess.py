@@ -283,3 +283,19 @@ def test_bit_exact_against_installed_opencv(h, w):
         ours = preprocess_pose_crop(p.pixels, crop, quantize=True).permute(1, 2, 0).numpy().astype(np.uint8)
         flag = cv2.INTER_CUBIC if crop.interpolation == "cubic" else cv2.INTER_AREA
         assert np.array_equal(ours, cv2.warpAffine(image, crop.warp, (768, 1024), flags=flag))
+
+
+@pytest.mark.parametrize(
+    ("h", "w", "oh", "ow"), [(1500, 2100, 1024, 768), (300, 200, 1024, 768), (17, 33, 40, 9)]
+)
+def test_quantized_linear_resize_equals_cv2_on_random_images(h, w, oh, ow):
+    """The 8-bit linear resize reads only the rows and columns its passes use; it stays cv2's, bit for bit."""
+    import cv2
+
+    img = np.random.default_rng(h).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    x = torch.from_numpy(img).permute(2, 0, 1)[None].float()
+    for mode, flag in (("linear", cv2.INTER_LINEAR), ("area", cv2.INTER_AREA)):
+        if mode == "area" and oh <= h and ow <= w:
+            continue  # the area path resizes downwards with its own taps, not through this resize
+        out = resize(x, (oh, ow), mode, quantize=True)[0].permute(1, 2, 0).numpy().astype(np.uint8)
+        assert np.array_equal(out, cv2.resize(img, (ow, oh), interpolation=flag)), mode
