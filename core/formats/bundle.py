@@ -326,17 +326,17 @@ def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
     return np.where(valid, pts, 0.0).astype(np.float32), valid
 
 
-def canonical_points(points: Any) -> np.ndarray:
+def canonical_points(points: Any, *, in_place: bool = False) -> np.ndarray:
     """`stored_points(points)[0]` without full-size temporaries (a 9000×6000 pointmap is 648 MB): computed in row
     bands, in place when `points` is a writable float32 array that owns its memory (built by the caller, e.g.
-    `capture_frames` or `read_bundle`; never a view of a model's result), else into one new array."""
+    `capture_frames` or `read_bundle`) or `in_place` says the caller gives its memory up (a model result the
+    engine drops after capture), else into one new array."""
     pts = to_numpy(points)
     own = (
         isinstance(pts, np.ndarray)
         and pts.dtype == np.float32
-        and pts.base is None
+        and (pts.base is None or in_place)
         and pts.flags.writeable
-        and pts.flags.c_contiguous
     )
     out = pts if own else np.empty(pts.shape, np.float32)
     if pts.ndim != 3 or pts.shape[2] != 3:

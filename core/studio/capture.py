@@ -100,13 +100,16 @@ def capture_frames(
     source_names: Sequence[str | None] | None = None,
     host: Host | None = None,
     where: str = "",
+    consume: bool = False,
 ) -> list[CaptureFrame]:
     """One CaptureFrame per image from task batches (task → TaskBatch, any subset).
 
     albedo_image: an albedo image batch (B, H, W, 3) used when no albedo results are given (ComfyUI passes the
     Albedo node's IMAGE). mask: (B, H, W) person mask overriding the segmentation's foreground.
     Each frame gets the cross-task geometry checks its results allow (`frame.checks`); poor ones become notes on
-    `host`, named by the source name (or the frame number).
+    `host`, named by the source name (or the frame number). `consume`: the caller hands the results over (the
+    engine's job drops them after capture), so a pointmap is masked in its own memory instead of copied (648 MB
+    less on a 9000×6000 photo); the frame's points then share that memory.
     """
     pictures = _image_list(images, where)
     count = len(pictures)
@@ -165,13 +168,15 @@ def capture_frames(
             frame.foreground = to_numpy(results["matting"].foreground).astype(np.float32)
         pointmap = results["pointmap"]
         if pointmap is not None:
-            points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
-            if frame_mask is not None:
-                points = _masked_points(points, frame_mask)
-            frame.points = points
             frame.pointmap_scale = float(np.asarray(pointmap.scale, dtype=np.float64).reshape(-1)[0])
         frame.camera = _camera(pointmap, width, height)
-        frame.checks = _checks(results, frame_mask)
+        frame.checks = _checks(results, frame_mask)  # before any masking: the checks read the model's points
+        if pointmap is not None:
+            points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
+            if frame_mask is not None:
+                reuse = consume and points.flags.writeable  # any strides: written band by band
+                points = _masked_points(points, frame_mask, out=points if reuse else None)
+            frame.points = points
         if host is not None and frame.checks is not None:
             label = (source_names[i] if source_names else None) or (f"frame {i + 1}" if count > 1 else "")
             for warning in frame.checks.warnings:
@@ -180,10 +185,12 @@ def capture_frames(
     return frames
 
 
-def _masked_points(points: np.ndarray, mask: np.ndarray, rows: int = 256) -> np.ndarray:
-    """Points where the mask is > 0.5, else 0: a new float32 array, filled in row bands (no full-size
-    temporaries beside it on a huge photo)."""
-    out = np.empty(points.shape, np.float32)
+def _masked_points(
+    points: np.ndarray, mask: np.ndarray, rows: int = 256, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Points where the mask is > 0.5, else 0, filled in row bands (no full-size temporaries on a huge photo):
+    into `out` (may be `points` itself), else a new float32 array."""
+    out = np.empty(points.shape, np.float32) if out is None else out
     for y in range(0, points.shape[0], rows):
         np.copyto(
             out[y : y + rows],

@@ -86,15 +86,16 @@ def job_expectation(
     )
 
 
-def canonical_frame(frame: CaptureFrame) -> None:
-    """Hold the values the temporal pass reads at the bundle's precision, in place (module docstring)."""
+def canonical_frame(frame: CaptureFrame, *, consumed: bool = False) -> None:
+    """Hold the values the temporal pass reads at the bundle's precision, in place (module docstring);
+    `consumed`: the frame's arrays may share the memory of model results nobody reads any more."""
     frame.people = [CapturePerson.coerce(p, i) for i, p in enumerate(frame.people)]
     for person in frame.people:
         person.bbox = tuple(float(np.float32(v)) for v in person.bbox)  # type: ignore[assignment]
     if frame.pointmap_scale is not None:
         frame.pointmap_scale = float(np.float32(frame.pointmap_scale))
     if frame.points is not None:  # in place where the frame owns them (bundle.canonical_points)
-        frame.points = canonical_points(frame.points)
+        frame.points = canonical_points(frame.points, in_place=consumed)
 
 
 def compute_frames(
@@ -134,14 +135,6 @@ def compute_frames(
             seg=segs if "seg" not in compute else None,
             labels=[i.label for i in items],
         )
-    frames = []
-    for index, (item, old) in enumerate(zip(items, olds)):
-        own = {task: TaskBatch(task, [b.results[index]], b.model) for task, b in batches.items()}
-        mask = old.mask if old is not None and "seg" in item.plan.carry and old.mask is not None else None
-        frame = capture_frames([item.image], own, mask=mask, source_names=[item.source_name], host=host)[0]
-        apply_carry(frame, old, item.plan.carry)
-        canonical_frame(frame)
-        frames.append(frame)
     refused: dict[int, NonFiniteOutputError] = {}
     if spec.nonfinite == "error":
         for index, tasks in nonfinite_frames(batches).items():
@@ -149,6 +142,20 @@ def compute_frames(
                 f"{items[index].label}: the {', '.join(tasks)} output holds NaN/inf values, so it was not "
                 "written (with --nonfinite warn it is written, the values stored as invalid)"
             )
+    frames = []  # the refusals are decided first: capture then takes each frame's results over and drops them
+    for index, (item, old) in enumerate(zip(items, olds)):
+        own = {task: TaskBatch(task, [b.results[index]], b.model) for task, b in batches.items()}
+        mask = old.mask if old is not None and "seg" in item.plan.carry and old.mask is not None else None
+        frame = capture_frames(
+            [item.image], own, mask=mask, source_names=[item.source_name], host=host, consume=True
+        )[0]
+        apply_carry(frame, old, item.plan.carry)
+        canonical_frame(frame, consumed=True)
+        frames.append(frame)
+        del own
+        for batch in batches.values():
+            if len(batch.results) == len(items):  # per-image results: this frame's are no longer read
+                batch.results[index] = None
     return frames, refused
 
 
