@@ -284,19 +284,21 @@ def _as_srgb_float(name: str, array: np.ndarray) -> np.ndarray:
     return np.nan_to_num(arr.astype(np.float32), nan=0.0, posinf=1.0, neginf=0.0)  # NaN would smear in comp
 
 
-@lru_cache(maxsize=1)
-def _srgb_u8_table() -> np.ndarray:
-    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it."""
-    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0)
+@lru_cache(maxsize=2)
+def _srgb_u8_table(dtype: Any = np.float32) -> np.ndarray:
+    """The linear value of each 8-bit sRGB level, computed exactly as `_as_linear`'s float path computes it, then
+    cast to `dtype` (as `astype` would cast the float path's result)."""
+    return srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0).astype(dtype)
 
 
-def _as_linear(name: str, array: np.ndarray) -> np.ndarray:
-    """sRGB image → scene-linear float32 (H, W, 3). 8-bit colour goes through a 256-entry table: the same values
-    as the float path, one lookup per pixel instead of a power (the bundle writer's costliest numpy step)."""
+def _as_linear(name: str, array: np.ndarray, dtype: Any = np.float32) -> np.ndarray:
+    """sRGB image → scene-linear (H, W, 3) in `dtype` (float32, or the EXR's float16). 8-bit colour goes through a
+    256-entry table: the same values as the float path, one lookup per pixel instead of a power (the bundle
+    writer's costliest numpy step)."""
     arr = to_numpy(array)
     if arr.dtype == np.uint8 and arr.ndim == 3 and arr.shape[2] in (3, 4):
-        return _srgb_u8_table()[arr[..., :3]]
-    return srgb_to_linear(_as_srgb_float(name, arr))
+        return _srgb_u8_table(np.dtype(dtype))[arr[..., :3]]
+    return srgb_to_linear(_as_srgb_float(name, arr)).astype(dtype, copy=False)
 
 
 def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
@@ -323,7 +325,7 @@ def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
     replaced by 0, 0, 0; valid is (H, W, 1) bool. Applying it twice changes nothing."""
     pts = to_numpy(points).astype(np.float32)
     valid = (all_finite(pts) & (pts[..., 2] > 0))[..., None]  # behind the camera = invalid
-    return np.where(valid, pts, 0.0).astype(np.float32), valid
+    return np.where(valid, pts, np.float32(0.0)), valid
 
 
 def canonical_points(points: Any, *, in_place: bool = False) -> np.ndarray:
@@ -338,14 +340,12 @@ def canonical_points(points: Any, *, in_place: bool = False) -> np.ndarray:
         and (pts.base is None or in_place)
         and pts.flags.writeable
     )
-    out = pts if own else np.empty(pts.shape, np.float32)
     if pts.ndim != 3 or pts.shape[2] != 3:
         raise BundleError(f"points must be (H, W, 3), got shape {pts.shape}")
+    out = pts if own else np.empty(pts.shape, np.float32)
     step = 4 * EXR_BAND_ROWS
     for y in range(0, pts.shape[0], step):
-        band = np.asarray(pts[y : y + step], dtype=np.float32)
-        valid = (all_finite(band) & (band[..., 2] > 0))[..., None]
-        np.copyto(out[y : y + step], np.where(valid, band, np.float32(0.0)))
+        np.copyto(out[y : y + step], stored_points(pts[y : y + step])[0])
     return out
 
 
@@ -354,7 +354,7 @@ def point_channels(points: Any) -> dict[str, np.ndarray]:
     pts, valid = stored_points(points)
     pixel = LAYER_ENCODING.pixel_types
     # 0 where no point: "zero is infinitely far"
-    channels = {"Z": np.ascontiguousarray(pts[..., 2], dtype=pixel["depth"])}
+    channels = {"Z": pts[..., 2].astype(pixel["depth"], copy=False)}  # views: writers copy them once
     for i, axis in enumerate("XYZ"):
         channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
     channels["P.A"] = valid[..., 0].astype(pixel["mask"])
@@ -366,12 +366,6 @@ def point_channels(points: Any) -> dict[str, np.ndarray]:
 EXR_BAND_ROWS = 64
 
 Band = dict[str, np.ndarray]
-
-
-@lru_cache(maxsize=1)
-def _srgb_u8_table16() -> np.ndarray:
-    """`_srgb_u8_table` at the EXR's half precision (the same values `astype(float16)` gives)."""
-    return _srgb_u8_table().astype(np.float16)
 
 
 def _colour_input(name: str, array: Any, height: int, width: int) -> np.ndarray:
@@ -387,22 +381,10 @@ def _colour_input(name: str, array: Any, height: int, width: int) -> np.ndarray:
     return arr
 
 
-def _colour_band(name: str, arr: np.ndarray, rows: slice, prefix: str) -> Band:
-    """Linear colour channels of rows of an sRGB image: 8-bit colour through the half-precision table."""
-    if arr.dtype == np.uint8 and arr.ndim == 3:
-        table = _srgb_u8_table16()
-        return {f"{prefix}{ch}": table[arr[rows, :, i]] for i, ch in enumerate("RGB")}
-    linear = srgb_to_linear(_as_srgb_float(name, arr[rows]))
+def _colour_band(name: str, arr: np.ndarray, rows: slice, prefix: str, dtype: Any) -> Band:
+    """Linear colour channels of rows of an sRGB image, in the layer's pixel type."""
+    linear = _as_linear(name, arr[rows], dtype)
     return {f"{prefix}{ch}": linear[..., i] for i, ch in enumerate("RGB")}
-
-
-def _point_band(points: np.ndarray, rows: slice) -> Band:
-    """`point_channels` of rows of a pointmap (the writer casts to the channels' pixel types)."""
-    pts, valid = stored_points(points[rows])
-    band = {"Z": pts[..., 2]}
-    band.update({f"P.{axis}": pts[..., i] for i, axis in enumerate("XYZ")})
-    band["P.A"] = valid[..., 0]
-    return band
 
 
 def _exr_plan(
@@ -431,12 +413,16 @@ def _exr_plan(
     if frame.image is not None:
         image = _colour_input("image", frame.image, h, w)
         rgba = [(ch, "rgba") for ch in "RGBA"]
-        add(["rgba"], rgba, lambda rows: {**_colour_band("image", image, rows, ""), "A": opaque(rows)})
+        add(
+            ["rgba"],
+            rgba,
+            lambda rows: {**_colour_band("image", image, rows, "", pixel["rgba"]), "A": opaque(rows)},
+        )
     if frame.points is not None:
         points = to_numpy(frame.points)
         _check_shape("points", points, h, w, 3)
         channels = [("Z", "depth"), ("P.X", "P"), ("P.Y", "P"), ("P.Z", "P"), ("P.A", "mask")]
-        add(["depth", "P"], channels, lambda rows: _point_band(points, rows))
+        add(["depth", "P"], channels, lambda rows: point_channels(points[rows]))
     if frame.normals is not None:
         normals = to_numpy(frame.normals)
         _check_shape("normals", normals, h, w, 3)
@@ -449,7 +435,11 @@ def _exr_plan(
     if frame.albedo is not None:
         albedo = _colour_input("albedo", frame.albedo, h, w)
         channels = [(f"albedo.{ch}", "albedo") for ch in "RGB"]
-        add(["albedo"], channels, lambda rows: _colour_band("albedo", albedo, rows, "albedo."))
+        add(
+            ["albedo"],
+            channels,
+            lambda rows: _colour_band("albedo", albedo, rows, "albedo.", pixel["albedo"]),
+        )
     if frame.seg is not None:
         seg = to_numpy(frame.seg)
         _check_shape("seg", seg, h, w, None)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .errors import ExrError
 
-__all__ = ["LINES_PER_CHUNK", "ScanlineExrWriter", "deflater_name"]
+__all__ = ["LINES_PER_CHUNK", "ScanlineExrWriter"]
 
 _MAGIC = 20000630
 _VERSION = 2
@@ -38,20 +38,16 @@ _ISAL_LEVEL = 1
 _ZLIB_LEVEL = 1
 
 
-def _find_deflater() -> tuple[str, Callable[[Any], bytes]]:
+def _find_deflater() -> Callable[[Any], bytes]:
+    """ISA-L's zlib-format deflate where `isal` is installed (the fast path), else the standard library's."""
     try:
         from isal import isal_zlib
     except ImportError:
-        return "zlib", lambda data: zlib.compress(data, _ZLIB_LEVEL)
-    return "isal", lambda data: isal_zlib.compress(data, _ISAL_LEVEL)
+        return lambda data: zlib.compress(data, _ZLIB_LEVEL)
+    return lambda data: isal_zlib.compress(data, _ISAL_LEVEL)
 
 
-_DEFLATER_NAME, _DEFLATE = _find_deflater()
-
-
-def deflater_name() -> str:
-    """'isal' (python-isal installed: the fast path) or 'zlib' (the standard library fallback)."""
-    return _DEFLATER_NAME
+_DEFLATE = _find_deflater()
 
 
 # ------------------------------------------------------------------------------------------------ header
@@ -197,8 +193,8 @@ class ScanlineExrWriter:
                 )
             rows = arr.shape[0]
             arrays.append(arr)
-        if set(band) - {name for name, _ in self.layout}:
-            extra = sorted(set(band) - {name for name, _ in self.layout})
+        extra = sorted(set(band) - {name for name, _ in self.layout})
+        if extra:
             raise ExrError(f"{self.path}: band has channels not in the layout: {extra}")
         if self._row + rows > self.height:
             raise ExrError(f"{self.path}: {self._row + rows} rows written, the image has {self.height}")
