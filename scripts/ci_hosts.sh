@@ -109,8 +109,9 @@ bpy() {
 }
 
 chromium() {
-    if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then
-        echo "chromium: $(command -v chromium || command -v chromium-browser)"
+    # `type -P`, not `command -v`: the latter finds this very function and would report chromium as present.
+    if type -P chromium >/dev/null || type -P chromium-browser >/dev/null; then
+        echo "chromium: $(type -P chromium || type -P chromium-browser)"
         return
     fi
     if [ "$(id -u)" != 0 ]; then
@@ -122,7 +123,8 @@ chromium() {
         apt-get update -q >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null
     }
-    echo "chromium: $(command -v chromium)"
+    type -P chromium >/dev/null || { echo "ci_hosts.sh: apt-get installed no chromium binary" >&2; exit 4; }
+    echo "chromium: $(type -P chromium)"
 }
 
 step=${1:?usage: ci_hosts.sh venv|comfy|aux|frontend|bpy|chromium ...}
