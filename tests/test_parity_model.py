@@ -1,6 +1,12 @@
 """Parity with the official implementation (fixtures made by it with synthetic weights), fp32 on CPU.
 
-Tolerance: max relative error ≤ 1e-4 (max |ours − ref| / max |ref|) on the default bf16-RoPE path.
+Tolerance: max relative error (max |ours − ref| / max |ref|) ≤ 1e-4 where the RoPE runs in fp32; on the default
+bf16-RoPE path ≤ 1e-3 for backbone features and ≤ 2.5e-3 for head outputs. Why: q and k are rounded to bfloat16
+before the rotation (as the released models do), so a last-bit difference of the fp32 q/k projection between BLAS
+kernels flips individual bf16 roundings, and the heads amplify it. Measured on a CPU with AMX (2026-12-02): the
+fp32-RoPE path 1.8e-6 from the reference; the bf16 path 2.2e-4 to 6.2e-4 on features, up to 1.7e-3 on the albedo
+head (all 0, bit-identical, on the machine class the fixtures were made on, docs/core.md). The fp32-RoPE model
+is 1.7e-3 to 6.8e-3 from the bf16 reference, so the feature bound still tells the two paths apart.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from safetensors.torch import load_file
 from sapiens2_studio.core import load_model
 
 TOL = 1e-4
+TOL_BF16_ROPE = 1e-3
+TOL_BF16_ROPE_HEADS = 2.5e-3
 
 
 def rel_err(ours: torch.Tensor, ref: torch.Tensor) -> float:
@@ -42,8 +50,8 @@ def test_backbone_matches_reference(parity_dir, name):
         featmap = model(io["input"])
         raw = model.forward_tokens(io["input"])
     assert featmap.shape == io["featmap_bf16rope"].shape
-    assert rel_err(featmap, io["featmap_bf16rope"]) <= TOL
-    assert rel_err(raw, io["raw_bf16rope"]) <= TOL
+    assert rel_err(featmap, io["featmap_bf16rope"]) <= TOL_BF16_ROPE
+    assert rel_err(raw, io["raw_bf16rope"]) <= TOL_BF16_ROPE
     # The fp32 RoPE option matches the reference's fp32 variant and really differs from the default.
     model.set_rope_dtype("fp32")
     with torch.no_grad():
@@ -51,7 +59,7 @@ def test_backbone_matches_reference(parity_dir, name):
         raw32 = model.forward_tokens(io["input"])
     assert rel_err(featmap32, io["featmap_fp32rope"]) <= TOL
     assert rel_err(raw32, io["raw_fp32rope"]) <= TOL
-    assert rel_err(featmap32, io["featmap_bf16rope"]) > 10 * TOL
+    assert rel_err(featmap32, io["featmap_bf16rope"]) > 1.5 * TOL_BF16_ROPE
 
 
 TASK_OUTPUTS = {
@@ -78,9 +86,9 @@ def test_task_model_matches_reference(parity_dir, task, tmp_path):
     with torch.no_grad():
         featmap = model.backbone(io["input"])
         out = model(io["input"])
-    assert rel_err(featmap, io["featmap"]) <= TOL
+    assert rel_err(featmap, io["featmap"]) <= TOL_BF16_ROPE
     outs = out if isinstance(out, tuple) else (out,)
     for name, value in zip(TASK_OUTPUTS[task], outs, strict=True):
         ref = io[name]
         assert value.shape == ref.shape, name
-        assert rel_err(value, ref) <= TOL, f"{task}/{name}: {rel_err(value, ref):.2e}"
+        assert rel_err(value, ref) <= TOL_BF16_ROPE_HEADS, f"{task}/{name}: {rel_err(value, ref):.2e}"
