@@ -154,7 +154,8 @@ def test_uint8_numpy_is_kept_exact_and_quantized():
     arr = _rgb()
     p = prepare_image(arr)
     assert p.quantized and p.size == (30, 20)
-    assert torch.equal(p.pixels.permute(1, 2, 0), torch.from_numpy(arr).float())
+    assert p.pixels.dtype == torch.uint8  # 8-bit photos stay 8-bit (a quarter of float32's memory)
+    assert torch.equal(p.pixels.permute(1, 2, 0), torch.from_numpy(arr))
 
 
 def test_uint16_and_float_inputs_scale_to_0_255():
@@ -163,7 +164,10 @@ def test_uint16_and_float_inputs_scale_to_0_255():
     pf = prepare_image(arr.astype(np.float32) / 255.0)
     base = torch.from_numpy(arr).float().permute(2, 0, 1)
     assert not p16.quantized and torch.allclose(p16.pixels, base, atol=1e-3)
-    assert pf.quantized and torch.equal(pf.pixels, base)  # 8-bit values stored as float are snapped back
+    assert pf.quantized and torch.equal(
+        pf.pixels.float(), base
+    )  # 8-bit values stored as float are snapped back
+    assert p16.pixels.dtype == torch.float32 and pf.pixels.dtype == torch.uint8
     smooth = prepare_image(arr.astype(np.float32) / 255.0 + 0.001)
     assert not smooth.quantized  # genuinely continuous float data keeps full precision
 
@@ -188,7 +192,7 @@ def test_pil_modes(mode):
     assert float(p.pixels.min()) >= 0 and float(p.pixels.max()) <= 255
     if mode in ("L", "I;16", "F"):
         grey = np.asarray(base.convert("L")).astype(np.float32)
-        assert torch.allclose(p.pixels[0], torch.from_numpy(grey), atol=0.01)
+        assert torch.allclose(p.pixels[0].float(), torch.from_numpy(grey), atol=0.01)
 
 
 def test_rgba_composite_or_drop_alpha():
@@ -210,9 +214,7 @@ def test_comfyui_tensor_batch_is_converted_lazily_per_item():
     assert not item.quantized
     assert torch.allclose(item.pixels, batch[2].permute(2, 0, 1) * 255)
     from_png = ImageSource(torch.from_numpy(_rgb()).float()[None] / 255.0).get(0)
-    assert from_png.quantized and torch.equal(
-        from_png.pixels, torch.from_numpy(_rgb()).float().permute(2, 0, 1)
-    )
+    assert from_png.quantized and torch.equal(from_png.pixels, torch.from_numpy(_rgb()).permute(2, 0, 1))
 
 
 def test_comfyui_float_from_8bit_gives_reference_pixels(fixture):
@@ -299,3 +301,36 @@ def test_quantized_linear_resize_equals_cv2_on_random_images(h, w, oh, ow):
             continue  # the area path resizes downwards with its own taps, not through this resize
         out = resize(x, (oh, ow), mode, quantize=True)[0].permute(1, 2, 0).numpy().astype(np.uint8)
         assert np.array_equal(out, cv2.resize(img, (ow, oh), interpolation=flag)), mode
+
+
+@pytest.mark.parametrize(("h", "w"), [(1500, 2100), (300, 200), (64, 1536)])
+def test_resamplers_read_8bit_pixels_as_they_read_float(h, w):
+    """8-bit photos stay uint8 in `PreparedImage`: every resize and warp path gives, from the uint8 pixels, the
+    float32 tensor it gives from the same values as float32 (resize modes, quantised or not; axis-aligned and
+    rotated warps; the shared dense, seg, matting and pose-crop pre-processing)."""
+    img = np.random.default_rng(w).integers(0, 256, (h, w, 3), dtype=np.uint8)
+    as_u8 = torch.from_numpy(img).permute(2, 0, 1).contiguous()
+    as_f32 = as_u8.float()
+    for mode in ("linear", "cubic", "area"):
+        for quantize in (True, False):
+            for size in ((1024, 768), (h, w), (h // 2, w // 2), (h + 7, w * 2)):
+                ours = resize(as_u8[None], size, mode, quantize=quantize)
+                assert ours.dtype == torch.float32, (mode, quantize, size)
+                assert torch.equal(ours, resize(as_f32[None], size, mode, quantize=quantize)), (
+                    mode,
+                    quantize,
+                )
+    rotated = np.array([[0.6, -0.3, 40.0], [0.3, 0.6, -20.0]], dtype=np.float32)
+    aligned = np.array([[0.7, 0.0, 10.0], [0.0, 0.7, -5.0]], dtype=np.float32)
+    for matrix in (rotated, aligned):
+        for mode in ("linear", "cubic"):
+            for quantize in (True, False):
+                ours = warp_affine(as_u8, matrix, (96, 128), mode, quantize=quantize)
+                assert ours.dtype == torch.float32
+                assert torch.equal(ours, warp_affine(as_f32, matrix, (96, 128), mode, quantize=quantize))
+    assert torch.equal(preprocess_dense(as_u8, quantize=True)[0], preprocess_dense(as_f32, quantize=True)[0])
+    assert torch.equal(preprocess_seg(as_u8, quantize=True), preprocess_seg(as_f32, quantize=True))
+    crop = pose_crop((w * 0.2, h * 0.1, w * 0.7, h * 0.9))
+    assert torch.equal(
+        preprocess_pose_crop(as_u8, crop, quantize=True), preprocess_pose_crop(as_f32, crop, quantize=True)
+    )

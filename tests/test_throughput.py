@@ -16,6 +16,7 @@ from sapiens2_studio.core.formats import bundle as bundle_mod
 from sapiens2_studio.core.formats.bundle import CaptureFrame, read_bundle, write_bundle
 from sapiens2_studio.core.formats.exr import read_exr, srgb_to_linear, write_exr
 from sapiens2_studio.core.pipeline import images as images_mod
+from sapiens2_studio.core.pipeline import postprocess
 from sapiens2_studio.core.pipeline.postprocess import count_nonfinite, normals_to_image, uncrop, unit_normals
 from sapiens2_studio.core.pipeline.preprocess import dense_layout
 from sapiens2_studio.core.shading.conventions import model_to_canonical
@@ -195,7 +196,7 @@ def test_8bit_preparation_matches_the_general_path() -> None:
     fast = images_mod.ImageSource([image]).get(0)
     data, quantized = images_mod._from_numpy(image, 0, "composite")
     assert quantized and fast.quantized
-    assert torch.equal(fast.pixels, torch.from_numpy(data).permute(2, 0, 1).contiguous())
+    assert torch.equal(fast.pixels.float(), torch.from_numpy(data).permute(2, 0, 1).contiguous())
 
 
 def test_in_place_normal_finishing_matches_the_reference_formula() -> None:
@@ -220,8 +221,14 @@ def test_nonfinite_count_is_exact_for_every_kind_and_place() -> None:
         y = base.clone()
         y[::5, ::3] = bad
         cases += [y, y.permute(2, 0, 1)]
+    channels_first = torch.randn(3, 37, 53)
+    channels_first[1, 5, 9] = float("nan")
+    cases.append(channels_first.permute(1, 2, 0))  # a dense result's (H, W, 3) view of its (3, H, W) map
     for x in cases:
         assert count_nonfinite(x) == reference(x)
+    # the whole-map reduction reads such a view in memory order instead of copying it (648 MB at 9000×6000)
+    assert postprocess._memory_order(channels_first.permute(1, 2, 0)).is_contiguous()
+    assert postprocess._memory_order(base[:, ::2, 1]).shape == base[:, ::2, 1].shape  # no order: as it is
 
 
 def test_dense_tasks_share_one_preprocessing(monkeypatch: pytest.MonkeyPatch, tiny_checkpoints) -> None:
@@ -281,3 +288,25 @@ def test_cli_writers_flag_reaches_the_job() -> None:
     assert job_spec(parser.parse_args(["predict", "a.png", "--out", "o"])).writers == JobSpec.writers
     with pytest.raises(SystemExit):
         parser.parse_args(["predict", "a.png", "--out", "o", "--writers", "-1"])
+
+
+def test_a_consumed_capture_equals_a_copied_one(tiny_checkpoints) -> None:
+    """The job's capture takes the model results over (`consume=True`: points masked in their own memory, the
+    int64 labels released for the frame's int32 ones); the frame it builds equals the copying capture's."""
+    from sapiens2_studio.core.studio.capture import capture_frames
+    from sapiens2_studio.core.studio.models import load
+    from sapiens2_studio.core.studio.tasks import run_tasks
+
+    tasks = ("seg", "pose", "normal", "pointmap")
+    models = {t: load(tiny_checkpoints[t], task=t, device="cpu") for t in tasks}
+    image = _photo(40, 30, 5)
+    copied = capture_frames([image], run_tasks(models, [image]))[0]
+    batches = run_tasks(models, [image])
+    consumed = capture_frames([image], batches, consume=True)[0]
+    for name in ("seg", "mask", "normals", "points"):
+        ours, theirs = getattr(consumed, name), getattr(copied, name)
+        assert ours.dtype == theirs.dtype and np.array_equal(ours, theirs), name
+    assert consumed.checks == copied.checks and consumed.camera == copied.camera
+    labels = batches["seg"].results[0].labels
+    assert labels.dtype == torch.int32 and np.shares_memory(labels.numpy(), consumed.seg)
+    assert np.shares_memory(batches["pointmap"].results[0].points.numpy(), consumed.points)

@@ -32,7 +32,9 @@ class ImageInputError(Sapiens2Error, ValueError):
 
 @dataclass
 class PreparedImage:
-    """One image as a (3, H, W) float32 tensor in 0–255 units (RGB)."""
+    """One image as a (3, H, W) tensor in 0–255 units (RGB): uint8 when `quantized` (8-bit data, a quarter of
+    the memory of float32: 162 MB instead of 648 MB for a 54-megapixel photo, held while every task of a chunk
+    runs), float32 otherwise. The resamplers read either and return float32 (`resample.py`)."""
 
     pixels: Tensor
     quantized: bool  # True when the source was 8-bit: resampled values are rounded like cv2 does on uint8
@@ -125,16 +127,20 @@ def _from_pil(img: Any, index: int, alpha_mode: AlphaMode) -> tuple[np.ndarray, 
 
 
 def _uint8_pixels(arr: np.ndarray, device: torch.device) -> Tensor:
-    """(H, W, 3) uint8 → (3, H, W) float32 in 0–255 on `device`, in one pass.
+    """(H, W, 3) uint8 → (3, H, W) uint8 on `device`.
 
     The same values as the general path (`_from_numpy`: every step after the float conversion is the identity on
-    8-bit RGB) without its four full-size float temporaries (2.6 GB for a 54-megapixel photo); an accelerator
-    receives the 8-bit data, a quarter of the bytes, and converts it there."""
+    8-bit RGB) without its four full-size float temporaries (2.6 GB for a 54-megapixel photo). On the CPU the
+    pixels are a channels-first *view* of the caller's array (no copy: the resamplers read any strides and never
+    write their input); an accelerator receives the 8-bit data."""
     if not arr.flags.writeable:  # e.g. np.asarray(PIL image); torch wraps only writable memory (8-bit: cheap)
         arr = arr.copy()
-    source = torch.from_numpy(np.ascontiguousarray(arr)).to(device)
-    out = torch.empty((3, arr.shape[0], arr.shape[1]), dtype=torch.float32, device=device)
-    return out.copy_(source.permute(2, 0, 1))
+    return torch.from_numpy(np.ascontiguousarray(arr)).to(device).permute(2, 0, 1)
+
+
+def _channels_first(hwc: Tensor, quantized: bool) -> Tensor:
+    """(H, W, 3) 0–255 → the (3, H, W) pixels of a `PreparedImage`: uint8 when the values are 8-bit integers."""
+    return hwc.permute(2, 0, 1).to(torch.uint8 if quantized else torch.float32).contiguous()
 
 
 def _is_pil(obj: Any) -> bool:
@@ -212,7 +218,7 @@ class ImageSource:
             snapped = torch.round(x)
             if float((x - snapped).abs().max()) < _GRID_TOLERANCE:
                 x, quantized = snapped, True  # ComfyUI IMAGE from an 8-bit file: exact reference resampling
-        return PreparedImage(x.permute(2, 0, 1).contiguous(), quantized)
+        return PreparedImage(_channels_first(x, quantized), quantized)
 
     def get(self, i: int, device: torch.device | str = "cpu") -> PreparedImage:
         device = torch.device(device)
@@ -229,7 +235,7 @@ class ImageSource:
             arr = item.detach().cpu().numpy()
         elif _is_pil(item):
             data, quantized = _from_pil(item, i, self.alpha)
-            return PreparedImage(torch.from_numpy(data).to(device).permute(2, 0, 1).contiguous(), quantized)
+            return PreparedImage(_channels_first(torch.from_numpy(data).to(device), quantized), quantized)
         elif isinstance(item, np.ndarray):
             if item.dtype == np.uint8 and item.ndim == 3 and item.shape[2] == 3 and min(item.shape[:2]) > 0:
                 return PreparedImage(_uint8_pixels(item, device), True)
@@ -239,7 +245,7 @@ class ImageSource:
                 f"image {i}: unsupported type {type(item).__name__}; use an H×W×3 numpy array or a PIL image"
             )
         data, quantized = _from_numpy(arr, i, self.alpha)
-        return PreparedImage(torch.from_numpy(data).to(device).permute(2, 0, 1).contiguous(), quantized)
+        return PreparedImage(_channels_first(torch.from_numpy(data).to(device), quantized), quantized)
 
     def size(self, i: int) -> tuple[int, int]:
         """(W, H) of image i without converting it."""

@@ -11,7 +11,8 @@ on uint8 images. We reproduce their sampling geometry exactly and their arithmet
 For 8-bit sources (`quantize=True`) INTER_LINEAR resize, INTER_AREA-when-enlarging and warpAffine emulate
 OpenCV's fixed-point arithmetic bit for bit (11-bit resize weights; 15-bit remap tables); cubic resize (float64)
 and true area averaging use float weights and round, which leaves rare ±1 grey-level differences (measured
-numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32.
+numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32. Every function reads uint8 or float images and returns float
+(float32 for uint8 input): 8-bit photos stay 8-bit until a resampler reads the pixels it needs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ ResizeMode = Literal["linear", "cubic", "area"]
 WarpMode = Literal["linear", "cubic"]
 
 _CUBIC_A = -0.75
+
+
+def _float_dtype(x: Tensor) -> torch.dtype:
+    """The dtype a resampler returns for `x`: its own when floating point, float32 for 8-bit pixels."""
+    return x.dtype if x.is_floating_point() else torch.float32
 
 
 def _finish(x: Tensor, quantize: bool) -> Tensor:
@@ -84,7 +90,7 @@ def _area_mode_linear_taps(in_size: int, out_size: int) -> tuple[np.ndarray, np.
 def _apply_taps(x: Tensor, dim: int, idx: np.ndarray, wts: np.ndarray) -> Tensor:
     """Resample `x` along `dim` with per-output tap indices/weights, one tap at a time (bounded memory)."""
     index = torch.from_numpy(idx).to(x.device)
-    weight = torch.from_numpy(wts).to(device=x.device, dtype=x.dtype)
+    weight = torch.from_numpy(wts).to(device=x.device, dtype=_float_dtype(x))
     shape = [1] * x.ndim
     shape[dim] = idx.shape[0]
     out = None
@@ -148,25 +154,31 @@ def _resize_linear_u8(x: Tensor, out_h: int, out_w: int, area_mode: bool = False
     s0 = rows.index_select(2, tensor(np.searchsorted(used, top)))
     s1 = rows.index_select(2, tensor(np.searchsorted(used, bottom)))
     out = ((((s0 >> 4) * b0) >> 16) + (((s1 >> 4) * b1) >> 16) + 2) >> 2
-    return out.clamp(0, 255).to(x.dtype)
+    return out.clamp(0, 255).to(_float_dtype(x))
 
 
 def resize(x: Tensor, size_hw: tuple[int, int], mode: ResizeMode, *, quantize: bool = False) -> Tensor:
-    """Resize (B, C, H, W) float images in 0–255 units like `cv2.resize(img, (w, h), interpolation=mode)`."""
+    """Resize (B, C, H, W) images in 0–255 units (uint8, or float) like `cv2.resize(img, (w, h),
+    interpolation=mode)`; the result is float."""
     out_h, out_w = int(size_hw[0]), int(size_hw[1])
     in_h, in_w = int(x.shape[-2]), int(x.shape[-1])
     if (out_h, out_w) == (in_h, in_w):
-        return x.clone()
+        return x.to(_float_dtype(x), copy=True)
     if mode == "linear" and in_w == 2 * out_w and in_h == 2 * out_h:
         mode = "area"  # cv2 switches an exact 2× linear downscale to its (identical, faster) area path
     if mode == "linear" and quantize:
         return _resize_linear_u8(x, out_h, out_w)
+    cubic_in_float64 = mode == "cubic" and quantize and x.device.type != "mps"
+    if not x.is_floating_point() and not (mode == "area" or cubic_in_float64):
+        x = x.to(torch.float32)  # the paths below that read the pixels themselves take 8-bit data as it is
     if mode == "linear":
         y = F.interpolate(x, size=(out_h, out_w), mode="bilinear", align_corners=False)
-    elif mode == "cubic" and quantize and x.device.type != "mps":
+    elif cubic_in_float64:
         # the reference's 8-bit cubic resize behaves like exact (unquantised) weights: float64 matches it on all
         # but a handful of exact .5 ties
-        y = F.interpolate(x.double(), size=(out_h, out_w), mode="bicubic", align_corners=False).to(x.dtype)
+        y = F.interpolate(x.double(), size=(out_h, out_w), mode="bicubic", align_corners=False).to(
+            _float_dtype(x)
+        )
     elif mode == "cubic":
         y = F.interpolate(x, size=(out_h, out_w), mode="bicubic", align_corners=False)
     elif mode == "area":
@@ -298,18 +310,19 @@ def _warp_u8(x: Tensor, ix: Tensor, iy: Tensor, fxi: Tensor, fyi: Tensor, mode: 
     channels, in_h, in_w = x.shape
     table = torch.from_numpy(_remap_table(mode).astype(np.int32)).to(x.device)
     offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
-    flat = x.reshape(channels, in_h * in_w).to(torch.int32)  # |acc| < 16·255·2^15·1.3 fits in int32
     acc = torch.zeros((channels, *ix.shape), dtype=torch.int32, device=x.device)
     for j, oy in enumerate(offsets):
         sy = iy + oy
         valid_y = (sy >= 0) & (sy < in_h)
+        rows = sy.clamp(0, in_h - 1)
         for i, ox in enumerate(offsets):
             sx = ix + ox
             valid = valid_y & (sx >= 0) & (sx < in_w)
-            index = (sy.clamp(0, in_h - 1) * in_w + sx.clamp(0, in_w - 1)).reshape(-1)
             weight = table[:, :, j, i][fyi, fxi] * valid
-            acc += flat[:, index].reshape(acc.shape) * weight.to(torch.int32)
-    return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(x.dtype)
+            # each tap gathered from `x` as it is (any strides, no full-size copy), then widened to int32:
+            # |acc| < 16·255·2^15·1.3 fits
+            acc += x[:, rows, sx.clamp(0, in_w - 1)].to(torch.int32) * weight.to(torch.int32)
+    return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x))
 
 
 def warp_affine(
@@ -320,7 +333,8 @@ def warp_affine(
     *,
     quantize: bool = False,
 ) -> Tensor:
-    """`cv2.warpAffine(img, matrix, (w, h), flags=mode)` with a constant-0 border, for (C, H, W) float images."""
+    """`cv2.warpAffine(img, matrix, (w, h), flags=mode)` with a constant-0 border, for (C, H, W) images in 0–255
+    units (uint8, or float); the result is float."""
     out_w, out_h = int(out_size_wh[0]), int(out_size_wh[1])
     channels, in_h, in_w = (int(s) for s in x.shape)
     gx_np, gy_np = _source_grid(_invert_affine(matrix), out_w, out_h)
@@ -330,6 +344,7 @@ def warp_affine(
     ix, iy = gx >> 5, gy >> 5
     if quantize and mode in ("linear", "cubic"):
         return _warp_u8(x, ix, iy, gx & 31, gy & 31, mode)
+    x = x.to(_float_dtype(x))
     fx = (gx & 31).to(torch.float32) / 32.0
     fy = (gy & 31).to(torch.float32) / 32.0
     if mode == "linear":

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from .. import catalogue
 from ..formats.arrays import to_numpy
@@ -109,7 +110,8 @@ def capture_frames(
     Each frame gets the cross-task geometry checks its results allow (`frame.checks`); poor ones become notes on
     `host`, named by the source name (or the frame number). `consume`: the caller hands the results over (the
     engine's job drops them after capture), so a pointmap is masked in its own memory instead of copied (648 MB
-    less on a 9000×6000 photo); the frame's points then share that memory.
+    less on a 9000×6000 photo); the frame's points then share that memory, and a seg result's labels become the
+    frame's int32 labels (the int64 ones are released at once).
     """
     pictures = _image_list(images, where)
     count = len(pictures)
@@ -131,6 +133,13 @@ def capture_frames(
                     f"{place(where)}'{BATCH_FIELDS[task]}' is {w}x{h} but {which} is {width}x{height}; connect "
                     "results computed from this same image"
                 )
+        labels = (
+            None  # int32 (the frame's seg); made first so that, consumed, the int64 labels go before the mask
+        )
+        if results["seg"] is not None:
+            labels = to_numpy(results["seg"].labels).astype(np.int32)
+            if consume and isinstance(results["seg"].labels, torch.Tensor):
+                results["seg"].labels = torch.from_numpy(labels)  # 432 MB of int64 freed on a 9000×6000 photo
         frame_mask = None
         if masks is not None:
             frame_mask = masks[min(i, len(masks) - 1)]
@@ -139,8 +148,8 @@ def capture_frames(
                     f"{place(where)}the mask is {frame_mask.shape[1]}x{frame_mask.shape[0]} but {which} is "
                     f"{width}x{height}"
                 )
-        elif results["seg"] is not None:
-            frame_mask = (to_numpy(results["seg"].labels) > 0).astype(np.float32)
+        elif labels is not None:
+            frame_mask = (labels > 0).astype(np.float32)
         elif results["matting"] is not None:
             frame_mask = (to_numpy(results["matting"].alpha) >= MATTE_MASK_THRESHOLD).astype(np.float32)
         frame = CaptureFrame(
@@ -151,8 +160,7 @@ def capture_frames(
             models=records,
             source_name=None if source_names is None else source_names[i],
         )
-        if results["seg"] is not None:
-            frame.seg = to_numpy(results["seg"].labels).astype(np.int32)
+        frame.seg = labels
         if results["pose"] is not None:
             frame.people = list(results["pose"].people)
         if (
