@@ -323,7 +323,7 @@ def _sample_points(points: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
 def stored_points(points: Any) -> tuple[np.ndarray, np.ndarray]:
     """(points as the EXR stores them, valid): float32, non-finite points and points behind the camera (Z ≤ 0)
     replaced by 0, 0, 0; valid is (H, W, 1) bool. Applying it twice changes nothing."""
-    pts = to_numpy(points).astype(np.float32)
+    pts = to_numpy(points).astype(np.float32, copy=False)  # read only: np.where makes the stored copy
     valid = (all_finite(pts) & (pts[..., 2] > 0))[..., None]  # behind the camera = invalid
     return np.where(valid, pts, np.float32(0.0)), valid
 
