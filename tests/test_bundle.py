@@ -279,7 +279,8 @@ def test_failed_exr_write_leaves_no_bundle(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_no_nan_reaches_the_exr(tmp_path: Path) -> None:
-    """NaN in a float image, albedo, normals, points or mask is written as a finite value (NaN smears in Nuke)."""
+    """NaN or inf in a float image, albedo, normals, points or mask is written as a finite value (NaN smears in
+    Nuke); non-finite normals and points as 0 (invalid, as the non-finite note says), without a cast warning."""
     h, w = 6, 5
     image = np.full((h, w, 3), 0.5, np.float32)
     image[0, 0] = np.nan
@@ -289,13 +290,24 @@ def test_no_nan_reaches_the_exr(tmp_path: Path) -> None:
     normals = np.zeros((h, w, 3), np.float32)
     normals[..., 2] = -1.0
     normals[2, 2] = np.nan
+    normals[2, 3, 0] = np.inf
+    normals[4, 1, 1] = -np.inf
+    image[0, 1] = np.inf
+    mask[1, 2] = np.inf
     points = np.ones((h, w, 3), np.float32)
     points[3, 3] = np.nan
+    points[3, 4, 0] = np.inf
     frame = CaptureFrame(w, h, image=image, albedo=albedo, mask=mask, normals=normals, points=points)
-    write_bundle(tmp_path, "nan", frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # e.g. "overflow encountered in cast" to half
+        write_bundle(tmp_path, "nan", frame)
     with OpenEXR.File(str(tmp_path / "nan.exr"), separate_channels=True) as exr:
-        for name, channel in exr.channels().items():
-            assert np.isfinite(channel.pixels).all(), name
+        channels = {name: np.asarray(channel.pixels) for name, channel in exr.channels().items()}
+    for name, pixels in channels.items():
+        assert np.isfinite(pixels).all(), name
+    for axis in "XYZ":
+        assert channels[f"N.{axis}"][2, 3] == 0 and channels[f"N.{axis}"][4, 1] == 0
+        assert channels[f"P.{axis}"][3, 4] == 0
 
 
 # ------------------------------------------------------------------------------------------ versions 1.0 / 1.1

@@ -428,7 +428,12 @@ def _exr_plan(
         _check_shape("normals", normals, h, w, 3)
 
         def normal_band(rows: slice) -> Band:
-            nrm = np.nan_to_num(np.asarray(normals[rows], dtype=np.float32))
+            # a normal with a NaN/inf component is stored as (0, 0, 0), no normal, as points are (an inf would
+            # become a half-float infinity)
+            nrm = np.asarray(normals[rows], dtype=np.float32)
+            finite = all_finite(nrm)
+            if not finite.all():
+                nrm = np.where(finite[..., None], nrm, np.float32(0.0))
             return {f"N.{axis}": nrm[..., i] for i, axis in enumerate("XYZ")}
 
         add(["N"], [(f"N.{axis}", "N") for axis in "XYZ"], normal_band)
