@@ -1,4 +1,5 @@
-"""Turn what users hand us (numpy arrays, PIL images, ComfyUI tensors) into RGB float tensors in 0–255 units.
+"""Turn what users hand us (numpy arrays, PIL images, ComfyUI tensors) into RGB tensors in 0–255 units (uint8 for
+8-bit data, float32 otherwise).
 
 Why 0–255: the released models normalise with ImageNet statistics expressed in 8-bit units, and the reference
 pipelines resample the *uint8* image. We keep a per-image ``quantized`` flag so the resamplers can round back

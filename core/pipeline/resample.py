@@ -11,8 +11,9 @@ on uint8 images. We reproduce their sampling geometry exactly and their arithmet
 For 8-bit sources (`quantize=True`) INTER_LINEAR resize, INTER_AREA-when-enlarging and warpAffine emulate
 OpenCV's fixed-point arithmetic bit for bit (11-bit resize weights; 15-bit remap tables); cubic resize (float64)
 and true area averaging use float weights and round, which leaves rare ±1 grey-level differences (measured
-numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32. Every function reads uint8 or float images and returns float
-(float32 for uint8 input): 8-bit photos stay 8-bit until a resampler reads the pixels it needs.
+numbers in docs/pipeline.md). Non-8-bit sources are resampled in float32. Every function reads uint8 or float
+images and returns float (float32 for uint8 input): 8-bit photos stay 8-bit until a resampler reads the pixels it
+needs.
 """
 
 from __future__ import annotations

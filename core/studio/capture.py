@@ -133,9 +133,8 @@ def capture_frames(
                     f"{place(where)}'{BATCH_FIELDS[task]}' is {w}x{h} but {which} is {width}x{height}; connect "
                     "results computed from this same image"
                 )
-        labels = (
-            None  # int32 (the frame's seg); made first so that, consumed, the int64 labels go before the mask
-        )
+        # The frame's int32 labels, made first so that, consumed, the int64 ones are released before the mask.
+        labels = None
         if results["seg"] is not None:
             labels = to_numpy(results["seg"].labels).astype(np.int32)
             if consume and isinstance(results["seg"].labels, torch.Tensor):
