@@ -17,7 +17,13 @@ from sapiens2_studio.core.formats.bundle import CaptureFrame, read_bundle, write
 from sapiens2_studio.core.formats.exr import read_exr, srgb_to_linear, write_exr
 from sapiens2_studio.core.pipeline import images as images_mod
 from sapiens2_studio.core.pipeline import postprocess
-from sapiens2_studio.core.pipeline.postprocess import count_nonfinite, normals_to_image, uncrop, unit_normals
+from sapiens2_studio.core.pipeline.postprocess import (
+    count_nonfinite,
+    normal_lengths,
+    normals_to_image,
+    uncrop,
+    unit_normals,
+)
 from sapiens2_studio.core.pipeline.preprocess import dense_layout
 from sapiens2_studio.core.shading.conventions import model_to_canonical
 from sapiens2_studio.core.studio import JobSpec, run_job
@@ -203,8 +209,13 @@ def test_in_place_normal_finishing_matches_the_reference_formula() -> None:
     for width, height in ((768, 1024), (300, 500), (1920, 1080), (33, 61)):
         layout = dense_layout(width, height)
         raw = torch.randn(1, 3, 1024, 768)
-        reference = model_to_canonical(unit_normals(uncrop(unit_normals(raw), layout)), dim=-3)
-        assert torch.equal(normals_to_image(raw.clone(), layout), reference)
+        resized = uncrop(unit_normals(raw), layout)
+        x, y, z = resized.unbind(dim=1)
+        length = (x * x + y * y + z * z).sqrt().clamp(min=1e-8)[:, None]  # the formula, in plain float32
+        reference = model_to_canonical(resized / length, dim=-3)
+        finished = normals_to_image(raw.clone(), layout)
+        torch.testing.assert_close(finished, reference, rtol=0, atol=2e-7)  # fused multiply-adds: ≤ 1 ulp
+        assert torch.equal(finished, model_to_canonical(resized / normal_lengths(resized), dim=-3))
 
 
 def test_nonfinite_count_is_exact_for_every_kind_and_place() -> None:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
-from .arrays import all_finite, to_numpy
+from .arrays import BandedArray, all_finite, host_array, to_numpy
 from .documents import MAJOR, check_version, load_json, remove_quietly
 from .errors import BundleError
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr, write_exr_bands
@@ -333,6 +333,8 @@ def canonical_points(points: Any, *, in_place: bool = False) -> np.ndarray:
     bands, in place when `points` is a writable float32 array that owns its memory (built by the caller, e.g.
     `capture_frames` or `read_bundle`) or `in_place` says the caller gives its memory up (a model result the
     engine drops after capture), else into one new array."""
+    if isinstance(points, BandedArray):  # stays banded: each band is stored as it is made
+        return points.then(lambda band, rows: stored_points(band)[0])
     pts = to_numpy(points)
     own = (
         isinstance(pts, np.ndarray)
@@ -368,8 +370,8 @@ EXR_BAND_ROWS = 64
 Band = dict[str, np.ndarray]
 
 
-def _colour_input(name: str, array: Any, height: int, width: int) -> np.ndarray:
-    arr = to_numpy(array)
+def _colour_input(name: str, array: Any, height: int, width: int) -> Any:
+    arr = host_array(array)  # a BandedArray (a huge photo's albedo) is read band by band
     if (
         arr.shape[:2] != (height, width)
         or arr.ndim not in (2, 3)
@@ -419,12 +421,12 @@ def _exr_plan(
             lambda rows: {**_colour_band("image", image, rows, "", pixel["rgba"]), "A": opaque(rows)},
         )
     if frame.points is not None:
-        points = to_numpy(frame.points)
+        points = host_array(frame.points)
         _check_shape("points", points, h, w, 3)
         channels = [("Z", "depth"), ("P.X", "P"), ("P.Y", "P"), ("P.Z", "P"), ("P.A", "mask")]
         add(["depth", "P"], channels, lambda rows: point_channels(points[rows]))
     if frame.normals is not None:
-        normals = to_numpy(frame.normals)
+        normals = host_array(frame.normals)
         _check_shape("normals", normals, h, w, 3)
 
         def normal_band(rows: slice) -> Band:
@@ -601,7 +603,7 @@ def dump_document(doc: Mapping[str, Any]) -> str:
 
 def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     people = []
-    points = None if frame.points is None else np.asarray(to_numpy(frame.points), dtype=np.float32)
+    points = None if frame.points is None else host_array(frame.points)  # sampled at the keypoints only
     for index, raw in enumerate(frame.people):
         person = CapturePerson.coerce(raw, index)
         person.id = index

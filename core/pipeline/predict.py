@@ -4,7 +4,9 @@ Every predictor processes images in chunks of `batch_size` under `torch.inferenc
 device and dtype, calls `progress(done, total)` after each chunk and `should_stop()` before each forward pass
 (ComfyUI interrupts: return True, or raise your own exception, to stop), and refuses a model of another task.
 Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or a (B, H, W, 3) float tensor in
-0..1 (ComfyUI IMAGE). Results live on `output_device` (CPU by default).
+0..1 (ComfyUI IMAGE). Results live on `output_device` (CPU by default). `bands_above` (normal, albedo,
+pointmap; bytes): a CPU map larger than that comes back as a `BandedArray`, made band by band when read and
+bit-identical to the whole map (the engine's job asks for it, so a 9000×6000 photo never holds its maps whole).
 """
 
 from __future__ import annotations
@@ -24,10 +26,14 @@ from .matting import predict_matting
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (
+    albedo_banded,
     albedo_to_image,
+    can_band,
     count_nonfinite,
     default_intrinsics,
+    normals_banded,
     normals_to_image,
+    pointmap_banded,
     pointmap_intrinsics,
     pointmap_to_image,
     seg_to_labels,
@@ -123,6 +129,17 @@ def _dense_input(prepared: PreparedImage) -> tuple[Tensor, DenseLayout]:
     return prepared.derived["dense"]
 
 
+def _bands(model: Any, layout: DenseLayout, output_device: str | torch.device, above: int | None) -> bool:
+    """Whether one image's dense map is made band by band (a BandedArray) instead of whole: asked for (`above`:
+    bytes of a float32 (H, W, 3) map), larger than that, post-processed on the CPU, and exact there
+    (`can_band`)."""
+    if above is None or torch.device(str(model.device)).type != "cpu":
+        return False
+    width, height = layout.image_size
+    cpu_result = torch.device(str(output_device)).type == "cpu"
+    return cpu_result and width * height * 12 > above and can_band(layout)
+
+
 def _predict_dense(
     model: Any,
     images: Any,
@@ -130,10 +147,11 @@ def _predict_dense(
     options: dict[str, Any],
     seg: Sequence[Any] | None,
     output_device: str | torch.device,
-    build: Callable[[Any, int, Any], Any],
+    build: Callable[[Any, int, Any, bool], Any],
 ) -> list[Any]:
-    """Shared loop of the dense tasks: `build(raw output, index in batch, layout)` makes one result (on the
-    model's device); results move to `output_device` and get the seg foreground as `mask` when given."""
+    """Shared loop of the dense tasks: `build(raw output, index in batch, layout, banded)` makes one result (on
+    the model's device, or a BandedArray where `_bands` says so); results move to `output_device` and get the
+    seg foreground as `mask` when given."""
     _check_task(model, task)
     source = ImageSource(images, alpha=options["alpha"])
     progress, should_stop = options["progress"], options["should_stop"]
@@ -144,9 +162,11 @@ def _predict_dense(
             staged = [_dense_input(p) for p in prepared]
             out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
             for j, (_, layout) in enumerate(staged):
-                result = build(out, j, layout)
-                field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
-                setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
+                banded = _bands(model, layout, output_device, options.get("bands_above"))
+                result = build(out, j, layout, banded)
+                if not banded:
+                    field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
+                    setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
                 results.append(result)
             if progress is not None:
                 progress(len(results), len(source))
@@ -165,15 +185,24 @@ def predict_normal(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
     alpha: AlphaMode = "composite",
+    bands_above: int | None = None,
 ) -> list[NormalResult]:
     """Unit surface normals (H, W, 3) in the canonical OpenCV camera frame (x right, y down, z forward; converted
     from the model's OpenGL frame in post-processing, see `normals_to_image`); `seg` (one SegResult per image)
     adds a mask."""
 
-    def build(raw: Tensor, j: int, layout: Any) -> NormalResult:
+    def build(raw: Tensor, j: int, layout: Any, banded: bool) -> NormalResult:
+        if banded:
+            return NormalResult(normals_banded(raw[j : j + 1], layout), None)  # type: ignore[arg-type]
         return NormalResult(normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    options = {
+        "batch_size": batch_size,
+        "progress": progress,
+        "should_stop": should_stop,
+        "alpha": alpha,
+        "bands_above": bands_above,
+    }
     return _predict_dense(model, images, "normal", options, seg, output_device, build)
 
 
@@ -187,13 +216,22 @@ def predict_albedo(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
     alpha: AlphaMode = "composite",
+    bands_above: int | None = None,
 ) -> list[AlbedoResult]:
     """Albedo (H, W, 3) in [0, 1], sRGB-encoded as the model predicts it."""
 
-    def build(raw: Tensor, j: int, layout: Any) -> AlbedoResult:
+    def build(raw: Tensor, j: int, layout: Any, banded: bool) -> AlbedoResult:
+        if banded:
+            return AlbedoResult(albedo_banded(raw[j : j + 1], layout), None)  # type: ignore[arg-type]
         return AlbedoResult(albedo_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    options = {
+        "batch_size": batch_size,
+        "progress": progress,
+        "should_stop": should_stop,
+        "alpha": alpha,
+        "bands_above": bands_above,
+    }
     return _predict_dense(model, images, "albedo", options, seg, output_device, build)
 
 
@@ -207,13 +245,17 @@ def predict_pointmap(
     progress: ProgressFn | None = None,
     should_stop: StopFn | None = None,
     alpha: AlphaMode = "composite",
+    bands_above: int | None = None,
 ) -> list[PointmapResult]:
     """Metric XYZ (H, W, 3) in the OpenCV camera frame, the predicted scale and the implied intrinsics."""
 
-    def build(raw: Any, j: int, layout: Any) -> PointmapResult:
+    def build(raw: Any, j: int, layout: Any, banded: bool) -> PointmapResult:
         points, scale = raw
         s = scale[j : j + 1].to(torch.float32)
-        xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
+        if banded:
+            xyz: Any = pointmap_banded(points[j : j + 1], s, layout)
+        else:
+            xyz = pointmap_to_image(points[j : j + 1], s, layout)[0].permute(1, 2, 0)
         value = float(s.reshape(-1)[0])
         if value > 0 and math.isfinite(value):
             return PointmapResult(xyz, value, pointmap_intrinsics(value, layout).as_tuple(), None)  # type: ignore[arg-type]
@@ -221,7 +263,13 @@ def predict_pointmap(
         intr = default_intrinsics(*layout.image_size).as_tuple()
         return PointmapResult(xyz, value, intr, None, f"default ({reason})")  # type: ignore[arg-type]
 
-    options = {"batch_size": batch_size, "progress": progress, "should_stop": should_stop, "alpha": alpha}
+    options = {
+        "batch_size": batch_size,
+        "progress": progress,
+        "should_stop": should_stop,
+        "alpha": alpha,
+        "bands_above": bands_above,
+    }
     return _predict_dense(model, images, "pointmap", options, seg, output_device, build)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..formats.arrays import BandedArray
 from .errors import PipelineError
 from .postprocess import MATTE_EPS
 from .seg_groups import labels_to_mask
@@ -70,19 +71,23 @@ class SegResult:
 
 @dataclass
 class NormalResult:
-    normals: Tensor  # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward)
+    # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward); a BandedArray (same values,
+    # made when read) where the predictor was given `bands_above` and the map is larger
+    normals: Tensor | BandedArray
     mask: Tensor | None = None  # (H, W) bool
 
 
 @dataclass
 class AlbedoResult:
-    albedo: Tensor  # (H, W, 3) float32 in [0, 1], sRGB-encoded as the model outputs it
+    albedo: (
+        Tensor | BandedArray
+    )  # (H, W, 3) float32 in [0, 1], sRGB-encoded as the model outputs it (as normals)
     mask: Tensor | None = None
 
 
 @dataclass
 class PointmapResult:
-    points: Tensor  # (H, W, 3) float32 metric XYZ, OpenCV camera frame
+    points: Tensor | BandedArray  # (H, W, 3) float32 metric XYZ, OpenCV camera frame (as normals)
     scale: float  # the predicted canonical scale (metric = canonical / scale)
     intrinsics: tuple[float, float, float, float]  # (fx, fy, cx, cy) in original-image pixels
     mask: Tensor | None = None
@@ -93,6 +98,8 @@ class PointmapResult:
     @property
     def depth(self) -> Tensor:
         """(H, W) metric depth = Z."""
+        if isinstance(self.points, BandedArray):
+            return torch.from_numpy(self.points[:, :, 2])
         return self.points[..., 2]
 
 

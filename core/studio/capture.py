@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .. import catalogue
-from ..formats.arrays import to_numpy
+from ..formats.arrays import BandedArray, host_array, to_numpy
 from ..formats.bundle import CaptureFrame, default_camera
 from .batches import TaskBatch, place, require_batch
 from .checks import check_geometry
@@ -162,12 +162,12 @@ def capture_frames(
         frame.seg = labels
         if results["pose"] is not None:
             frame.people = list(results["pose"].people)
-        if (
-            results["normal"] is not None
-        ):  # asarray: a float32 result is shared, not copied (frames are read-only)
-            frame.normals = np.asarray(to_numpy(results["normal"].normals), dtype=np.float32)
+        if results["normal"] is not None:  # a float32 result is shared, not copied (frames are read-only)
+            normals = host_array(results["normal"].normals)
+            frame.normals = normals if isinstance(normals, BandedArray) else np.asarray(normals, np.float32)
         if results["albedo"] is not None:
-            frame.albedo = to_numpy(results["albedo"].albedo).astype(np.float32)
+            albedo = host_array(results["albedo"].albedo)
+            frame.albedo = albedo if isinstance(albedo, BandedArray) else albedo.astype(np.float32)
         elif albedos is not None:
             frame.albedo = albedos[min(i, len(albedos) - 1)].astype(np.float32)
         if results["matting"] is not None:
@@ -179,17 +179,28 @@ def capture_frames(
         frame.camera = _camera(pointmap, width, height)
         frame.checks = _checks(results, frame_mask)  # before any masking: the checks read the model's points
         if pointmap is not None:
-            points = np.asarray(to_numpy(pointmap.points), dtype=np.float32)
-            if frame_mask is not None:
-                reuse = consume and points.flags.writeable  # any strides: written band by band
-                points = _masked_points(points, frame_mask, out=points if reuse else None)
-            frame.points = points
+            frame.points = _stored_points(pointmap.points, frame_mask, consume)
         if host is not None and frame.checks is not None:
             label = (source_names[i] if source_names else None) or (f"frame {i + 1}" if count > 1 else "")
             for warning in frame.checks.warnings:
                 host.note(f"{label}: {warning}" if label else warning)
         frames.append(frame)
     return frames
+
+
+def _stored_points(points: Any, mask: np.ndarray | None, consume: bool) -> Any:
+    """The frame's points: masked (0 outside the person) in their own memory when consumed, else a copy; a
+    BandedArray stays banded, masked band by band as it is read."""
+    points = host_array(points)
+    if isinstance(points, BandedArray):
+        if mask is None:
+            return points
+        return points.then(lambda band, rows: np.where(mask[rows][:, :, None] > 0.5, band, np.float32(0)))
+    points = np.asarray(points, dtype=np.float32)
+    if mask is None:
+        return points
+    reuse = consume and points.flags.writeable  # any strides: written band by band
+    return _masked_points(points, mask, out=points if reuse else None)
 
 
 def _masked_points(

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..formats.arrays import BandedArray
 from ..pipeline.postprocess import count_nonfinite
 from .batches import TaskBatch, place
 from .host import Host
@@ -28,6 +29,8 @@ def _bad(value: Any) -> int:
         return 0
     if isinstance(value, torch.Tensor):
         return count_nonfinite(value)
+    if isinstance(value, BandedArray):
+        return value.nonfinite()
     array = np.asarray(value)
     return int((~np.isfinite(array)).sum()) if np.issubdtype(array.dtype, np.floating) else 0
 

@@ -57,6 +57,12 @@ class FrameItem:
     number: int | None = None
 
 
+# A normal / albedo / point map of a frame larger than this (bytes of float32 (H, W, 3); ≈ 22 megapixels) is made
+# band by band while the bundle is written, never whole (`pipeline.banded`): a 9000×6000 photo's maps would be
+# 648 MB each. Smaller frames keep whole maps, which the writers read faster.
+BANDED_MAPS_ABOVE = 256 * 1024 * 1024
+
+
 def job_expectation(
     spec: Any,
     tasks: tuple[str, ...],
@@ -122,6 +128,7 @@ def compute_frames(
     batches: dict[str, TaskBatch] = {}
     if compute:
         options = TaskOptions(
+            bands_above=BANDED_MAPS_ABOVE,
             chunk_size=len(items),
             flip_test=spec.flip_test,
             boxes=None if all(i.boxes is None for i in items) else [i.boxes for i in items],

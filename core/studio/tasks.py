@@ -44,6 +44,9 @@ class TaskOptions:
     if_no_person: str = "image"
     boxes: Sequence[Sequence[Box] | None] | None = None
     keep_logits: bool = False
+    # normal / albedo / pointmap maps larger than this many bytes come back as BandedArrays (made when read,
+    # bit-identical); None: whole tensors, as ComfyUI and the Python API's results need
+    bands_above: int | None = None
 
     def __post_init__(self) -> None:
         if self.if_no_person not in NOBODY_CHOICES:
@@ -133,12 +136,14 @@ def run_tasks(
                     dense_masks = [m > 0.5 for m in masks[start:stop]]
                 elif segs is not None:
                     dense_masks = segs
+                banding = {} if task == "matting" else {"bands_above": options.bands_above}
                 out[task] = PREDICTORS[task](
                     module,
                     prepared,
                     batch_size=count,
                     seg=dense_masks,
                     output_device=host.output_device,
+                    **banding,
                     **common,
                 )
         return [{task: out[task][j] for task in order} for j in range(count)]
