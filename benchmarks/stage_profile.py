@@ -163,7 +163,8 @@ def _targets() -> list[tuple[Any, str, str, str | None]]:
         (temporal.SequenceSmoother, "apply", "temporal", None),
         (job, "write_frame_outputs", "write.other", None),
         (stages, "write_frame_outputs", "write.other", None),
-        (outputs, "preview_images", "previews.render", None),
+        (outputs, "preview_images", "previews.render", None),  # versions before drawing one preview at a time
+        (outputs, "render_preview", "previews.render", None),
         (outputs, "save_png", "previews.png", None),
         (outputs, "keypoints_document", "keypoints_json", None),
         (outputs, "openpose_document", "keypoints_json", None),

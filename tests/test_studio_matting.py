@@ -166,8 +166,8 @@ def test_previews_are_the_alpha_and_a_straight_rgba_cutout(predicted, photo) -> 
     assert set(previews) == {"alpha", "foreground"}
     assert previews["alpha"].shape == (40, 30)
     cutout = previews["foreground"]
-    assert cutout.shape == (40, 30, 4)
-    np.testing.assert_allclose(cutout[0, 0].numpy(), [*STRAIGHT, ALPHA], atol=1e-6)
+    assert cutout.shape == (40, 30, 4) and cutout.dtype == np.uint8  # as the PNG stores it
+    np.testing.assert_array_equal(cutout[0, 0], np.rint(np.array([*STRAIGHT, ALPHA]) * 255))
 
 
 # ------------------------------------------------------------------------------------- compositing

@@ -26,12 +26,13 @@ from .previews import (
     albedo_preview,
     alpha_preview,
     cutout_preview,
-    depth_preview,
+    depth_colours,
+    depth_ranges,
     normal_map,
     save_png,
     seg_colors,
     to_uint8,
-    valid_depth,
+    valid_z,
 )
 from .transaction import FrameTransaction
 
@@ -56,26 +57,75 @@ OUTPUT_SUFFIXES = (
 )
 
 
-def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, Any]:
-    """Suffix → preview image for every layer the frame holds (the same previews ComfyUI's nodes show)."""
-    out: dict[str, Any] = {}
+PREVIEW_BAND_ROWS = 256  # rows of a preview drawn at a time (a 9000-wide photo: 256 × 9000 × 3 floats, 28 MB)
+
+
+def preview_makers(frame: CaptureFrame, image: np.ndarray) -> dict[str, Callable[[], np.ndarray]]:
+    """Suffix → a function drawing that preview as uint8 (the same previews ComfyUI's nodes show).
+
+    Why functions: the job draws each preview just before its PNG is written, one at a time, and in row bands
+    (`_in_bands`), so a 9000×6000 frame never holds its float previews (648 MB each) nor, for banded maps
+    (docs/pipeline.md), the maps whole. Every step is per pixel, so the bands give the whole image's bytes."""
+    makers: dict[str, Callable[[], np.ndarray]] = {}
+    height = frame.height
     mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
+
+    def rows_of(values: Any, rows: slice) -> Any:
+        return None if values is None else values[rows]
+
     if frame.people or "pose" in {m.get("task") for m in frame.models}:
-        out["pose"] = pose_preview(image, frame.people)
+        makers["pose"] = lambda: to_uint8(pose_preview(image, frame.people))
     if frame.seg is not None:
-        out["seg"] = seg_colors(frame.seg)
+        makers["seg"] = lambda: _in_bands(height, lambda rows: seg_colors(frame.seg[rows]))
     if frame.normals is not None:
-        out["normal"] = normal_map(frame.normals, mask=mask)
+        makers["normal"] = lambda: _in_bands(
+            height, lambda rows: normal_map(frame.normals[rows], mask=rows_of(mask, rows))
+        )
     if frame.points is not None:
-        depth, valid = valid_depth(frame.points, mask)
-        out["depth"] = depth_preview([depth], [valid], per_image=True, colormap="ramp")[0]
+        makers["depth"] = lambda: _depth_preview(frame.points, mask, height)
     if frame.albedo is not None:
-        out["albedo"] = albedo_preview(frame.albedo)
+        makers["albedo"] = lambda: _in_bands(height, lambda rows: albedo_preview(frame.albedo[rows]))
     if frame.alpha is not None:
-        out["alpha"] = alpha_preview(frame.alpha)
+        alpha = frame.alpha
+        makers["alpha"] = lambda: _in_bands(height, lambda rows: alpha_preview(alpha[rows]))
         if frame.foreground is not None:
-            out["foreground"] = cutout_preview(frame.foreground, frame.alpha)
+            foreground = frame.foreground
+            makers["foreground"] = lambda: _in_bands(
+                height, lambda rows: cutout_preview(foreground[rows], alpha[rows])
+            )
+    return makers
+
+
+def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, np.ndarray]:
+    """Suffix → uint8 preview image for every layer the frame holds (all drawn now; see `preview_makers`)."""
+    return {suffix: render_preview(make) for suffix, make in preview_makers(frame, image).items()}
+
+
+def render_preview(make: Callable[[], np.ndarray]) -> np.ndarray:
+    """Draw one preview (the benchmarks' `previews.render` stage)."""
+    return make()
+
+
+def _in_bands(height: int, draw: Callable[[slice], Any]) -> np.ndarray:
+    """A uint8 image drawn `PREVIEW_BAND_ROWS` rows at a time by `draw(rows)` (float or uint8 rows)."""
+    out: np.ndarray | None = None
+    for top in range(0, height, PREVIEW_BAND_ROWS):
+        rows = slice(top, min(top + PREVIEW_BAND_ROWS, height))
+        band = to_uint8(draw(rows))
+        if out is None:
+            out = np.empty((height, *band.shape[1:]), np.uint8)
+        out[rows] = band
+    assert out is not None, "a frame has at least one row"
     return out
+
+
+def _depth_preview(points: Any, mask: np.ndarray | None, height: int) -> np.ndarray:
+    """The depth preview: its range from the whole map's valid depths, its colours drawn in bands."""
+    depth, valid = valid_z(points[:, :, 2], mask)  # Z alone (216 MB at 9000×6000), not the points
+    (depth_range,) = depth_ranges([depth], [valid], per_image=True)
+    return _in_bands(
+        height, lambda rows: depth_colours(depth[rows], valid[rows], depth_range, colormap="ramp")
+    )
 
 
 def _number(value: Any, digits: int) -> float | None:
@@ -156,8 +206,8 @@ def frame_files(
     """File name → writer for every file of `<name>` besides the bundle: previews, keypoint JSONs, mesh."""
     files: dict[str, Callable[[Path], Any]] = {}
     if with_previews:
-        for suffix, array in preview_images(frame, image).items():
-            files[f"{name}.{suffix}.png"] = lambda path, array=array: save_png(path, array)
+        for suffix, make in preview_makers(frame, image).items():
+            files[f"{name}.{suffix}.png"] = lambda path, make=make: save_png(path, render_preview(make))
     if frame.people or any(m.get("task") == "pose" for m in frame.models):
         files[f"{name}.keypoints.json"] = _json_writer(keypoints_document(frame, name))
         files[f"{name}.openpose.json"] = _json_writer(openpose_document(frame))

@@ -93,7 +93,12 @@ def cutout_preview(foreground: Any, alpha: Any) -> torch.Tensor:
 
 def valid_depth(points: Any, mask: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(depth Z, valid) of a pointmap (H, W, 3): valid = finite, in front of the camera and inside `mask`."""
-    z = _tensor(points).to(torch.float32)[..., 2]
+    return valid_z(_tensor(points).to(torch.float32)[..., 2], mask)
+
+
+def valid_z(depth: Any, mask: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`valid_depth` from the depth (H, W) alone (a banded pointmap's Z, read without its X and Y)."""
+    z = _tensor(depth).to(torch.float32)
     ok = torch.isfinite(z) & (z > 0)
     if mask is not None:
         ok &= _tensor(mask, z.device).bool()
@@ -117,20 +122,41 @@ def depth_preview(
         raise StudioError(
             f"unknown depth colour map {colormap!r}; choose one of {', '.join(DEPTH_COLORMAPS)}"
         )
-    if per_image:
-        ranges = [_depth_range(_valid_sample(d, v, QUANTILE_SAMPLES, 0)) for d, v in zip(depths, valid)]
-    else:
-        share = max(1, QUANTILE_SAMPLES // max(1, len(depths)))
-        samples = [_valid_sample(d, v, share, i) for i, (d, v) in enumerate(zip(depths, valid))]
-        ranges = [_depth_range(torch.cat(samples))] * len(depths)
-    out = []
-    for d, v, (lo, hi) in zip(depths, valid, ranges):
-        t = ((d.to(torch.float32) - lo) / max(hi - lo, 1e-6)).clamp(0.0, 1.0)
-        if near_bright:
-            t = 1.0 - t
-        rgb = _ramp(t) if colormap == "ramp" else t[..., None].expand(*t.shape, 3)
-        out.append(torch.where(v[..., None], rgb, torch.zeros_like(rgb)))
+    ranges = depth_ranges(depths, valid, per_image=per_image)
+    out = [
+        depth_colours(d, v, depth_range, near_bright=near_bright, colormap=colormap)
+        for d, v, depth_range in zip(depths, valid, ranges)
+    ]
     return torch.stack(out).to(torch.float32)
+
+
+def depth_ranges(
+    depths: Sequence[torch.Tensor], valid: Sequence[torch.Tensor], *, per_image: bool = False
+) -> list[tuple[float, float]]:
+    """The (near, far) range `depth_preview` maps to [0, 1], per depth map."""
+    if per_image:
+        return [_depth_range(_valid_sample(d, v, QUANTILE_SAMPLES, 0)) for d, v in zip(depths, valid)]
+    share = max(1, QUANTILE_SAMPLES // max(1, len(depths)))
+    samples = [_valid_sample(d, v, share, i) for i, (d, v) in enumerate(zip(depths, valid))]
+    return [_depth_range(torch.cat(samples))] * len(depths)
+
+
+def depth_colours(
+    depth: torch.Tensor,
+    valid: torch.Tensor,
+    depth_range: tuple[float, float],
+    *,
+    near_bright: bool = True,
+    colormap: str = "grey",
+) -> torch.Tensor:
+    """One depth map (or rows of it) → (…, 3) colours in `depth_range`; invalid pixels black. Per pixel, so rows
+    drawn apart equal the whole map's."""
+    lo, hi = depth_range
+    t = ((depth.to(torch.float32) - lo) / max(hi - lo, 1e-6)).clamp(0.0, 1.0)
+    if near_bright:
+        t = 1.0 - t
+    rgb = _ramp(t) if colormap == "ramp" else t[..., None].expand(*t.shape, 3)
+    return torch.where(valid[..., None], rgb, torch.zeros_like(rgb))
 
 
 def _ramp_colours(t: torch.Tensor) -> torch.Tensor:
