@@ -69,7 +69,8 @@ def seg_to_labels(
     if not keep_logits and logits.shape[1] * height * width * 4 > SEG_FULL_LOGITS_BUDGET:
         return _banded_labels(logits[0], height, width), None
     resized = _bilinear(logits, (height, width))
-    labels = resized.argmax(dim=1)[0]
+    finite = bool(torch.isfinite(logits).all())  # finite logits give finite resized ones (convex weights)
+    labels = _first_argmax(resized[0]) if finite else resized.argmax(dim=1)[0]
     return labels, (resized[0] if keep_logits else None)
 
 
