@@ -140,6 +140,23 @@ def _bands(model: Any, layout: DenseLayout, output_device: str | torch.device, a
     return cpu_result and width * height * 12 > above and can_band(layout)
 
 
+def _dense_options(
+    batch_size: int,
+    progress: ProgressFn | None,
+    should_stop: StopFn | None,
+    alpha: AlphaMode,
+    bands_above: int | None,
+) -> dict[str, Any]:
+    """The keyword options every dense predictor hands `_predict_dense`."""
+    return {
+        "batch_size": batch_size,
+        "progress": progress,
+        "should_stop": should_stop,
+        "alpha": alpha,
+        "bands_above": bands_above,
+    }
+
+
 def _predict_dense(
     model: Any,
     images: Any,
@@ -196,13 +213,7 @@ def predict_normal(
             return NormalResult(normals_banded(raw[j : j + 1], layout), None)  # type: ignore[arg-type]
         return NormalResult(normals_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    options = {
-        "batch_size": batch_size,
-        "progress": progress,
-        "should_stop": should_stop,
-        "alpha": alpha,
-        "bands_above": bands_above,
-    }
+    options = _dense_options(batch_size, progress, should_stop, alpha, bands_above)
     return _predict_dense(model, images, "normal", options, seg, output_device, build)
 
 
@@ -225,13 +236,7 @@ def predict_albedo(
             return AlbedoResult(albedo_banded(raw[j : j + 1], layout), None)  # type: ignore[arg-type]
         return AlbedoResult(albedo_to_image(raw[j : j + 1], layout)[0].permute(1, 2, 0), None)
 
-    options = {
-        "batch_size": batch_size,
-        "progress": progress,
-        "should_stop": should_stop,
-        "alpha": alpha,
-        "bands_above": bands_above,
-    }
+    options = _dense_options(batch_size, progress, should_stop, alpha, bands_above)
     return _predict_dense(model, images, "albedo", options, seg, output_device, build)
 
 
@@ -263,13 +268,7 @@ def predict_pointmap(
         intr = default_intrinsics(*layout.image_size).as_tuple()
         return PointmapResult(xyz, value, intr, None, f"default ({reason})")  # type: ignore[arg-type]
 
-    options = {
-        "batch_size": batch_size,
-        "progress": progress,
-        "should_stop": should_stop,
-        "alpha": alpha,
-        "bands_above": bands_above,
-    }
+    options = _dense_options(batch_size, progress, should_stop, alpha, bands_above)
     return _predict_dense(model, images, "pointmap", options, seg, output_device, build)
 
 
