@@ -39,7 +39,7 @@ class BandedArray:
     """A read-only (H, W, C) float32 map that is made a band of rows at a time, never held whole.
 
     Why: a 9000×6000 normal or point map is 648 MB of float32, and the job only ever reads it in bands (the
-    EXR writer, 16 rows at a time) or sparsely (the checks' grid, 3D keypoints). `make(rows)` gets sorted unique
+    EXR writer, 64 rows at a time) or sparsely (the checks' grid, 3D keypoints). `make(rows)` gets sorted unique
     int64 row indices and returns those rows, (len(rows), W, C); it must give the same values however the rows
     are grouped. Indexing (`a[rows]`, `a[o::s, o::s]`, `a[ys, xs]`) makes only the rows it needs;
     `np.asarray(a)` makes the whole map (for writers that need all of it, e.g. previews)."""
@@ -67,19 +67,23 @@ class BandedArray:
         make = self._make
         return BandedArray(self.shape, lambda rows: step(make(rows), rows), self._band_rows)
 
-    def rows(self, rows: np.ndarray) -> np.ndarray:
-        """The given (sorted, unique) rows as one (len(rows), W, C) float32 array, made band by band."""
-        out = np.empty((len(rows), *self.shape[1:]), np.float32)
+    def rows(self, rows: np.ndarray, rest: tuple[Any, ...] = ()) -> np.ndarray:
+        """The given (sorted, unique) rows, each band indexed by `rest` (the key's other axes) as it is made,
+        joined into one array: `a[:, :, 2]` holds Z alone, never the whole (H, W, 3) map."""
+        out: np.ndarray | None = None
         for start in range(0, len(rows), self._band_rows):
-            out[start : start + self._band_rows] = self._make(rows[start : start + self._band_rows])
-        return out
+            band = self._make(rows[start : start + self._band_rows])[(slice(None), *rest)]
+            if out is None:
+                out = np.empty((len(rows), *band.shape[1:]), band.dtype)
+            out[start : start + len(band)] = band
+        return out if out is not None else np.empty((0, *self.shape[1:]), np.float32)[(slice(None), *rest)]
 
     def __getitem__(self, key: Any) -> np.ndarray:
         key = key if isinstance(key, tuple) else (key,)
         first, rest = (key[0], key[1:]) if key else (slice(None), ())
         height = self.shape[0]
         if isinstance(first, slice):
-            return self.rows(np.arange(*first.indices(height), dtype=np.int64))[(slice(None), *rest)]
+            return self.rows(np.arange(*first.indices(height), dtype=np.int64), rest)
         if isinstance(first, (int, np.integer)):
             row = int(first) + (height if int(first) < 0 else 0)
             if not 0 <= row < height:
@@ -101,16 +105,20 @@ class BandedArray:
     def nonfinite(self) -> int:
         """Number of NaN/inf values, counted band by band (once: the map never changes)."""
         if self._nonfinite is None:
-            count = 0
-            for start in range(0, self.shape[0], self._band_rows):
-                band = self.rows(
-                    np.arange(start, min(start + self._band_rows, self.shape[0]), dtype=np.int64)
-                )
-                count += band.size - int(np.count_nonzero(np.isfinite(band)))
-            self._nonfinite = count
+            bands = (
+                self[start : start + self._band_rows] for start in range(0, self.shape[0], self._band_rows)
+            )
+            self._nonfinite = sum(band.size - int(np.count_nonzero(np.isfinite(band))) for band in bands)
         return self._nonfinite
 
 
 def host_array(value: Any) -> Any:
     """`to_numpy(value)`, except that a BandedArray stays one (read band by band, never made whole)."""
     return value if isinstance(value, BandedArray) else to_numpy(value)
+
+
+def float32_map(value: Any) -> Any:
+    """A result map for a frame: a BandedArray as it is, anything else as float32 numpy (shared where it already
+    is float32: frames are read-only)."""
+    value = host_array(value)
+    return value if isinstance(value, BandedArray) else np.asarray(value, np.float32)

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .. import catalogue
-from ..formats.arrays import BandedArray, host_array, to_numpy
+from ..formats.arrays import BandedArray, float32_map, to_numpy
 from ..formats.bundle import CaptureFrame, default_camera
 from .batches import TaskBatch, place, require_batch
 from .checks import check_geometry
@@ -162,12 +162,10 @@ def capture_frames(
         frame.seg = labels
         if results["pose"] is not None:
             frame.people = list(results["pose"].people)
-        if results["normal"] is not None:  # a float32 result is shared, not copied (frames are read-only)
-            normals = host_array(results["normal"].normals)
-            frame.normals = normals if isinstance(normals, BandedArray) else np.asarray(normals, np.float32)
+        if results["normal"] is not None:
+            frame.normals = float32_map(results["normal"].normals)
         if results["albedo"] is not None:
-            albedo = host_array(results["albedo"].albedo)
-            frame.albedo = albedo if isinstance(albedo, BandedArray) else albedo.astype(np.float32)
+            frame.albedo = float32_map(results["albedo"].albedo)
         elif albedos is not None:
             frame.albedo = albedos[min(i, len(albedos) - 1)].astype(np.float32)
         if results["matting"] is not None:
@@ -191,14 +189,11 @@ def capture_frames(
 def _stored_points(points: Any, mask: np.ndarray | None, consume: bool) -> Any:
     """The frame's points: masked (0 outside the person) in their own memory when consumed, else a copy; a
     BandedArray stays banded, masked band by band as it is read."""
-    points = host_array(points)
-    if isinstance(points, BandedArray):
-        if mask is None:
-            return points
-        return points.then(lambda band, rows: np.where(mask[rows][:, :, None] > 0.5, band, np.float32(0)))
-    points = np.asarray(points, dtype=np.float32)
+    points = float32_map(points)
     if mask is None:
         return points
+    if isinstance(points, BandedArray):
+        return points.then(lambda band, rows: np.where(mask[rows][:, :, None] > 0.5, band, np.float32(0)))
     reuse = consume and points.flags.writeable  # any strides: written band by band
     return _masked_points(points, mask, out=points if reuse else None)
 

@@ -70,16 +70,13 @@ def preview_makers(frame: CaptureFrame, image: np.ndarray) -> dict[str, Callable
     height = frame.height
     mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
 
-    def rows_of(values: Any, rows: slice) -> Any:
-        return None if values is None else values[rows]
-
     if frame.people or "pose" in {m.get("task") for m in frame.models}:
         makers["pose"] = lambda: to_uint8(pose_preview(image, frame.people))
     if frame.seg is not None:
         makers["seg"] = lambda: _in_bands(height, lambda rows: seg_colors(frame.seg[rows]))
     if frame.normals is not None:
         makers["normal"] = lambda: _in_bands(
-            height, lambda rows: normal_map(frame.normals[rows], mask=rows_of(mask, rows))
+            height, lambda rows: normal_map(frame.normals[rows], mask=None if mask is None else mask[rows])
         )
     if frame.points is not None:
         makers["depth"] = lambda: _depth_preview(frame.points, mask, height)
