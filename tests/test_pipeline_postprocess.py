@@ -222,3 +222,19 @@ def test_large_seg_resize_in_bands_matches_full_resize(monkeypatch, size_wh):
     assert int((banded != full).sum()) <= max(1, full.numel() // 100_000)
     kept, logits_full = seg_to_labels(logits, size_wh, keep_logits=True)  # keep_logits: the full path
     assert torch.equal(kept, full) and logits_full.shape == (29, height, width)
+
+
+def test_is_all_finite_agrees_with_isfinite_all() -> None:
+    """The one-pass `aminmax` test the seg post-processing uses equals `isfinite(x).all()` on every kind of value."""
+    from sapiens2_studio.core.pipeline.postprocess import count_nonfinite, is_all_finite
+
+    base = torch.randn(2, 29, 12, 9)
+    assert is_all_finite(base) and is_all_finite(base.permute(0, 2, 3, 1)) and is_all_finite(torch.empty(0))
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for where in ((0, 0, 0, 0), (1, 28, 11, 8), (1, 3, 5, 2)):
+            x = base.clone()
+            x[where] = bad
+            for view in (x, x.permute(0, 2, 3, 1), x.transpose(2, 3), x.to(torch.bfloat16)):
+                assert is_all_finite(view) == bool(torch.isfinite(view).all()) is False
+            assert count_nonfinite(x) == 1
+    assert is_all_finite(torch.tensor([3.0e38, -3.0e38])) and count_nonfinite(base) == 0

@@ -32,6 +32,23 @@ def all_finite(values: np.ndarray) -> np.ndarray:
     return out
 
 
+def zero_where_invalid(values: np.ndarray, valid: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """`np.where(valid[..., None], values, 0.0)` for (..., C) float32 values: +0.0 where not valid, into `out`
+    (float32, the shape of `values`; may be `values` itself) or a new array.
+
+    Done as a bit mask per component (all ones where valid, else zero): numpy's `where` with a broadcast
+    condition is about 2.3× slower (a 1080p pointmap: 32 vs 14 ms), and the bundle writer and capture run this
+    per frame. Identical bits, NaN and -0.0 included."""
+    arr = np.asarray(values, dtype=np.float32)
+    keep = np.negative(np.asarray(valid, dtype=bool).view(np.int8), dtype=np.int32).view(np.uint32)
+    bits = arr.view(np.uint32)
+    result = np.empty(arr.shape, np.float32) if out is None else out
+    result_bits = result.view(np.uint32)
+    for i in range(arr.shape[-1]):
+        np.bitwise_and(bits[..., i], keep, out=result_bits[..., i])
+    return result
+
+
 RowsMaker = Callable[[np.ndarray], np.ndarray]
 
 

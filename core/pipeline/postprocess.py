@@ -30,12 +30,19 @@ def count_nonfinite(x: Tensor) -> int:
     Why not `(~isfinite(x)).sum()` alone: that makes two full-size temporaries and an int64 sum, ~90 core-ms for a
     1080p (H, W, 3) map on the CPU. One `aminmax` pass (no temporary; NaN propagates to both results, +inf shows in
     the max, -inf in the min) says whether every value is finite; only then is the exact count skipped."""
-    if not x.is_floating_point() or x.numel() == 0:
-        return 0
-    low, high = torch.aminmax(_memory_order(x))
-    if bool(torch.isfinite(low) & torch.isfinite(high)):
+    if not x.is_floating_point() or x.numel() == 0 or is_all_finite(x):
         return 0
     return int((~torch.isfinite(x)).sum())
+
+
+def is_all_finite(x: Tensor) -> bool:
+    """`bool(torch.isfinite(x).all())` for a floating-point tensor in one `aminmax` pass with no full-size
+    temporary (NaN propagates to both results, +inf shows in the max, -inf in the min): on the seg logits
+    (29 × 1024 × 768) about a tenth of the boolean map's cost."""
+    if x.numel() == 0:
+        return True
+    low, high = torch.aminmax(_memory_order(x))
+    return bool(torch.isfinite(low) & torch.isfinite(high))
 
 
 def _memory_order(x: Tensor) -> Tensor:
@@ -69,7 +76,7 @@ def seg_to_labels(
     if not keep_logits and logits.shape[1] * height * width * 4 > SEG_FULL_LOGITS_BUDGET:
         return _banded_labels(logits[0], height, width), None
     resized = _bilinear(logits, (height, width))
-    finite = bool(torch.isfinite(logits).all())  # finite logits give finite resized ones (convex weights)
+    finite = is_all_finite(logits)  # finite logits give finite resized ones (convex weights)
     labels = _first_argmax(resized[0]) if finite else resized.argmax(dim=1)[0]
     return labels, (resized[0] if keep_logits else None)
 
@@ -96,7 +103,7 @@ def _banded_labels(logits: Tensor, height: int, width: int) -> Tensor:
     on_cpu = logits.device.type == "cpu"
     if on_cpu and is_upscale(tuple(logits.shape[-2:]), (height, width)) and exact_here():
         resize = BandedResize(logits, (height, width))
-        finite = bool(torch.isfinite(logits).all())  # finite logits give finite bands (convex weights)
+        finite = is_all_finite(logits)  # finite logits give finite bands (convex weights)
         step = max(1, _SEG_BAND_BYTES // (4 * int(logits.shape[0]) * width))
         for top in range(0, height, step):
             band = resize.rows(torch.arange(top, min(top + step, height)))

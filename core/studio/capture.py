@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from .. import catalogue
-from ..formats.arrays import BandedArray, float32_map, to_numpy
+from ..formats.arrays import BandedArray, float32_map, to_numpy, zero_where_invalid
 from ..formats.bundle import CaptureFrame, default_camera
 from .batches import TaskBatch, place, require_batch
 from .checks import check_geometry
@@ -193,7 +193,7 @@ def _stored_points(points: Any, mask: np.ndarray | None, consume: bool) -> Any:
     if mask is None:
         return points
     if isinstance(points, BandedArray):
-        return points.then(lambda band, rows: np.where(mask[rows][:, :, None] > 0.5, band, np.float32(0)))
+        return points.then(lambda band, rows: zero_where_invalid(band, mask[rows] > 0.5))
     reuse = consume and points.flags.writeable  # any strides: written band by band
     return _masked_points(points, mask, out=points if reuse else None)
 
@@ -205,10 +205,7 @@ def _masked_points(
     into `out` (may be `points` itself), else a new float32 array."""
     out = np.empty(points.shape, np.float32) if out is None else out
     for y in range(0, points.shape[0], rows):
-        np.copyto(
-            out[y : y + rows],
-            np.where(mask[y : y + rows, :, None] > 0.5, points[y : y + rows], np.float32(0)),
-        )
+        zero_where_invalid(points[y : y + rows], mask[y : y + rows] > 0.5, out=out[y : y + rows])
     return out
 
 
