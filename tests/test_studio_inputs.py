@@ -78,3 +78,26 @@ def test_errors_are_clear(tmp_path: Path) -> None:
     bad.write_bytes(b"\x89PNG\r\n\x1a\n not really")
     with pytest.raises(InputError, match=r"broken\.png: cannot read image"):
         load_image(bad)
+
+
+@pytest.mark.parametrize("suffix", [".png", ".jpg"])
+def test_exif_orientation_is_applied_exactly_as_pillow_does(tmp_path: Path, suffix: str) -> None:
+    """Every EXIF orientation (1 = upright, 2-8 = flips and turns, 9 = invalid) loads as
+    `ImageOps.exif_transpose` shows it; upright images skip the transpose's copy, not its result."""
+    from PIL import ImageOps
+
+    pixels = np.random.default_rng(5).integers(0, 256, (6, 10, 3), dtype=np.uint8)
+    for orientation in range(1, 10):
+        path = tmp_path / f"o{orientation}{suffix}"
+        exif = Image.Exif()
+        exif[0x0112] = orientation
+        Image.fromarray(pixels).save(
+            path, exif=exif.tobytes(), **({"quality": 95} if suffix == ".jpg" else {})
+        )
+        with Image.open(path) as img:
+            expected = np.asarray(ImageOps.exif_transpose(img).convert("RGB"))
+        got = load_image(path)
+        assert got.dtype == np.uint8 and got.flags.c_contiguous
+        assert np.array_equal(got, expected), orientation
+        if orientation in (6, 8):
+            assert got.shape == (10, 6, 3)

@@ -23,6 +23,8 @@ from .video import VideoIndex, decode_all, decode_range, index_video, require_av
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 VIDEO_EXTENSIONS = (".mp4", ".mov", ".avi", ".mkv", ".webm", ".m4v")
+_EXIF_ORIENTATION = 0x0112
+_TURNED = range(2, 9)  # EXIF orientations that need a flip or a turn (1 = upright)
 _NUMBERED = re.compile(r"^(?P<prefix>.*?)(?P<number>\d+)$")
 
 
@@ -109,7 +111,10 @@ def load_image(path: Path) -> np.ndarray:
 
     try:
         with Image.open(path) as img:
-            img = ImageOps.exif_transpose(img)
+            if (
+                img.getexif().get(_EXIF_ORIENTATION, 1) in _TURNED
+            ):  # exif_transpose copies even upright images
+                img = ImageOps.exif_transpose(img)
             img.load()
             if img.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit (or 32-bit int) grayscale: keep 16 bits
                 arr = np.asarray(img, dtype=np.int64)
@@ -121,7 +126,8 @@ def load_image(path: Path) -> np.ndarray:
                 arr = np.asarray(img, dtype=np.float32)
                 gray = np.clip(np.rint(arr * 255.0 if arr.max() <= 1.0 else arr), 0, 255).astype(np.uint8)
                 return np.ascontiguousarray(np.repeat(gray[..., None], 3, axis=2))
-            return np.ascontiguousarray(np.asarray(img.convert("RGB"), dtype=np.uint8))
+            rgb = img if img.mode == "RGB" else img.convert("RGB")  # convert() copies even when already RGB
+            return np.ascontiguousarray(np.asarray(rgb, dtype=np.uint8))
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
