@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, BinaryIO
 
 import numpy as np
 
 from .casting import as_pixel_type
+from .deflate import ZLIB_LEVEL, fast_deflate
 from .errors import ExrError
 
 __all__ = ["LINES_PER_CHUNK", "ScanlineExrWriter"]
@@ -33,22 +33,8 @@ _LONG_NAMES = 0x400  # version flag: attribute or channel names longer than 31 b
 _CODES = {"none": 0, "zips": 2, "zip": 3}
 LINES_PER_CHUNK = {"none": 1, "zips": 1, "zip": 16}
 _PIXEL_TYPES = {np.dtype(np.uint32): 0, np.dtype(np.float16): 1, np.dtype(np.float32): 2}
-# ISA-L level 1: on a 1080p capture frame 170 core-ms and 30.9 MB where OpenEXR's deflate took ~600 core-ms for
-# 30.0 MB; zlib's level 1 (the fallback) took 860 core-ms for 31.3 MB (docs/performance.md).
-_ISAL_LEVEL = 1
-_ZLIB_LEVEL = 1
-
-
-def _find_deflater() -> Callable[[Any], bytes]:
-    """ISA-L's zlib-format deflate where `isal` is installed (the fast path), else the standard library's."""
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return lambda data: zlib.compress(data, _ZLIB_LEVEL)
-    return lambda data: isal_zlib.compress(data, _ISAL_LEVEL)
-
-
-_DEFLATE = _find_deflater()
+_ZLIB_LEVEL = ZLIB_LEVEL  # the fallback's level (benchmarks/bench_exr.py compares it)
+_DEFLATE = fast_deflate
 
 
 # ------------------------------------------------------------------------------------------------ header
