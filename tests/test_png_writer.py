@@ -110,3 +110,18 @@ def test_bad_images_are_refused_clearly() -> None:
         encode_png(np.zeros((4, 4, 2), np.uint8))
     with pytest.raises(FormatError, match="filter type 7"):
         encode_png(np.zeros((4, 4, 3), np.uint8), filter_type=7)
+
+
+@pytest.mark.parametrize("filter_type", sorted(FILTERS))
+def test_images_taller_than_a_band_stream_in_several_idat_chunks(filter_type: int) -> None:
+    """Rows are filtered and deflated a band at a time: the Up filter reaches across band edges, the zlib stream
+    spans several IDAT chunks, and both decoders read it whole."""
+    rng = np.random.default_rng(9)
+    narrow = rng.integers(0, 256, (600, 5, 1), dtype=np.uint8)
+    data = encode_png(narrow, filter_type=filter_type)
+    assert np.array_equal(_decode_by_the_specification(data), narrow)
+    assert np.array_equal(_pillow(data), narrow)
+    wide = rng.integers(0, 256, (600, 400, 3), dtype=np.uint8)  # enough bytes for the stream to emit per band
+    data = encode_png(wide, filter_type=filter_type)
+    assert data.count(b"IDAT") >= 2
+    assert np.array_equal(_pillow(data), wide)

@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ISAL_LEVEL", "ZLIB_LEVEL", "fast_deflate"]
+__all__ = ["ISAL_LEVEL", "ZLIB_LEVEL", "fast_compressor", "fast_deflate"]
 
 ISAL_LEVEL = 1
 ZLIB_LEVEL = 1
@@ -26,3 +26,13 @@ def _find_deflater() -> Callable[[Any], bytes]:
 
 
 fast_deflate: Callable[[Any], bytes] = _find_deflater()
+
+
+def fast_compressor() -> Any:
+    """A streaming compressor (`compress(data)`, then `flush()`) of the same kind: one zlib stream fed in pieces,
+    for writers that must not hold a whole image (the PNG writer's row bands)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.compressobj(ZLIB_LEVEL)
+    return isal_zlib.compressobj(ISAL_LEVEL)
