@@ -677,3 +677,35 @@ def test_depth_preview_of_a_long_video_samples_each_frame(monkeypatch):
     assert float(preview[0, 0, 0, 0]) == pytest.approx(1.0) and float(preview[0, -1, -1, 0]) == pytest.approx(
         0.0
     )
+
+
+def test_the_jobs_depth_preview_shortcuts_give_the_same_bytes():
+    """The job draws depth previews as 8-bit directly and finds the percentiles with one partition; both must
+    equal the float path ComfyUI's nodes use, converted to 8 bits, and `torch.quantile`'s definition."""
+    from sapiens2_studio.core.studio import previews
+
+    rng = np.random.default_rng(11)
+    for n in (1, 2, 3, 101, 1000, 99_999):
+        values = torch.from_numpy(rng.gamma(2.0, 1.5, n).astype(np.float32))
+        values[: n // 7] = values[0]  # repeated values: order statistics with ties
+        expected = (previews._quantile(values, 0.01), previews._quantile(values, 0.99))
+        assert previews._quantiles_cpu(values.numpy(), (0.01, 0.99)) == expected
+        assert expected[1] == pytest.approx(float(torch.quantile(values.double(), 0.99)), rel=1e-6)
+    depth = torch.from_numpy(rng.uniform(0.5, 6.0, (37, 53)).astype(np.float32))
+    depth[0, :5] = torch.tensor([0.0, -1.0, float("nan"), float("inf"), 7.5])
+    valid = torch.isfinite(depth) & (depth > 0) & torch.from_numpy(rng.random((37, 53)) > 0.2)
+    (depth_range,) = previews.depth_ranges([depth], [valid], per_image=True)
+    for near_bright in (True, False):
+        floats = previews.depth_colours(depth, valid, depth_range, near_bright=near_bright, colormap="ramp")
+        got = previews.depth_colours_u8(depth, valid, depth_range, near_bright=near_bright)
+        assert got.dtype == np.uint8 and np.array_equal(got, previews.to_uint8(floats))
+
+
+def test_the_jobs_seg_preview_shortcut_gives_the_same_bytes():
+    from sapiens2_studio.core.studio import previews
+
+    labels = torch.from_numpy(np.random.default_rng(12).integers(-3, 40, (23, 31)))  # out-of-range ids clamp
+    expected = previews.to_uint8(previews.seg_colors(labels))
+    for given in (labels, labels.numpy().astype(np.int32)):
+        got = previews.seg_colours_u8(given)
+        assert got.dtype == np.uint8 and np.array_equal(got, expected)

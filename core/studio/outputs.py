@@ -26,11 +26,11 @@ from .previews import (
     albedo_preview,
     alpha_preview,
     cutout_preview,
-    depth_colours,
+    depth_colours_u8,
     depth_ranges,
     normal_map,
     save_png,
-    seg_colors,
+    seg_colours_u8,
     to_uint8,
     valid_z,
 )
@@ -73,7 +73,7 @@ def preview_makers(frame: CaptureFrame, image: np.ndarray) -> dict[str, Callable
     if frame.people or "pose" in {m.get("task") for m in frame.models}:
         makers["pose"] = lambda: to_uint8(pose_preview(image, frame.people))
     if frame.seg is not None:
-        makers["seg"] = lambda: _in_bands(height, lambda rows: seg_colors(frame.seg[rows]))
+        makers["seg"] = lambda: _in_bands(height, lambda rows: seg_colours_u8(frame.seg[rows]))
     if frame.normals is not None:
         makers["normal"] = lambda: _in_bands(
             height, lambda rows: normal_map(frame.normals[rows], mask=None if mask is None else mask[rows])
@@ -120,9 +120,7 @@ def _depth_preview(points: Any, mask: np.ndarray | None, height: int) -> np.ndar
     """The depth preview: its range from the whole map's valid depths, its colours drawn in bands."""
     depth, valid = valid_z(points[:, :, 2], mask)  # Z alone (216 MB at 9000×6000), not the points
     (depth_range,) = depth_ranges([depth], [valid], per_image=True)
-    return _in_bands(
-        height, lambda rows: depth_colours(depth[rows], valid[rows], depth_range, colormap="ramp")
-    )
+    return _in_bands(height, lambda rows: depth_colours_u8(depth[rows], valid[rows], depth_range))
 
 
 def _number(value: Any, digits: int) -> float | None:
