@@ -359,9 +359,8 @@ def point_channels(points: Any) -> dict[str, np.ndarray]:
     channels = {"Z": pts[..., 2].astype(pixel["depth"], copy=False)}  # views: writers copy them once
     for i, axis in enumerate("XYZ"):
         channels[f"P.{axis}"] = pts[..., i].astype(pixel["P"], copy=False)
-    channels["P.A"] = (
-        _half_flags(valid[..., 0]) if pixel["mask"] == np.float16 else valid[..., 0].astype(pixel["mask"])
-    )
+    flags = valid[..., 0]
+    channels["P.A"] = _half_flags(flags) if pixel["mask"] == np.float16 else flags.astype(pixel["mask"])
     return channels
 
 

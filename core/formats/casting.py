@@ -36,9 +36,8 @@ def as_pixel_type(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     torch = sys.modules.get("torch")
     if torch is None or not values.dtype.isnative or any(stride < 0 for stride in values.strides):
         return values
-    source = torch.from_numpy(
-        values if values.flags.writeable else values.copy()
-    )  # torch views writable only
+    # torch views only writable arrays
+    source = torch.from_numpy(values if values.flags.writeable else values.copy())
     out = np.empty(values.shape, _HALF)
     target = torch.from_numpy(out)
     height, width = values.shape

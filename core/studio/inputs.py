@@ -111,9 +111,8 @@ def load_image(path: Path) -> np.ndarray:
 
     try:
         with Image.open(path) as img:
-            if (
-                img.getexif().get(_EXIF_ORIENTATION, 1) in _TURNED
-            ):  # exif_transpose copies even upright images
+            # only a turned image is transposed: exif_transpose copies even upright ones
+            if img.getexif().get(_EXIF_ORIENTATION, 1) in _TURNED:
                 img = ImageOps.exif_transpose(img)
             img.load()
             if img.mode in ("I;16", "I;16B", "I;16L", "I"):  # 16-bit (or 32-bit int) grayscale: keep 16 bits
