@@ -62,7 +62,9 @@ def predict(
         env["SAPIENS2_TEST_PAUSE_AT"] = pause
     cmd = [sys.executable, "-m", "sapiens2_studio.cli", "predict", *map(str, inputs), "--tasks", tasks]
     cmd += ["--out", str(out), "--checkpoint-dir", str(home), "--no-download", "--device", "cpu", *extra]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    return subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT, preexec_fn=_default_sigint
+    )
 
 
 def pose_args(frames: Path) -> tuple[str, ...]:
@@ -202,7 +204,16 @@ def _start(home: Path, frames: Path, out: Path, pause: str) -> subprocess.Popen:
     # One writer thread: the gate holds the frame it names, and with more writers the next frames would go on
     # beside it (the kill tests, through `predict`, run with the default writers).
     cmd += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu", "--writers", "0"]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint
+    )
+
+
+def _default_sigint() -> None:
+    """Give the run Ctrl-C's default action even when this test process was started in the background by a
+    non-interactive shell, which makes SIGINT ignored and passes that on to every child (a run that ignores
+    SIGINT is right to ignore it, so the tests would see no interrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for(gate: Path, proc: subprocess.Popen) -> None:
