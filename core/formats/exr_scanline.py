@@ -32,6 +32,8 @@ _LONG_NAMES = 0x400  # version flag: attribute or channel names longer than 31 b
 # OpenEXR's compression codes and the scanlines each chunk holds.
 _CODES = {"none": 0, "zips": 2, "zip": 3}
 LINES_PER_CHUNK = {"none": 1, "zips": 1, "zip": 16}
+BLOCK_LINES = 16  # rows the writer gathers before it writes their chunks (a multiple of every chunk size)
+_CHUNK_HEADER = 8  # a scanline chunk's y and byte count, two little-endian int32
 _PIXEL_TYPES = {np.dtype(np.uint32): 0, np.dtype(np.float16): 1, np.dtype(np.float32): 2}
 _ZLIB_LEVEL = ZLIB_LEVEL  # the fallback's level (benchmarks/bench_exr.py compares it)
 _DEFLATE = fast_deflate
@@ -120,8 +122,8 @@ class ScanlineExrWriter:
 
     `layout` = [(channel name, dtype)] with dtype float16 (HALF), float32 (FLOAT) or uint32 (UINT); a band maps
     every channel name to a (rows, width) array of any numeric dtype, cast to the channel's dtype on the way in.
-    Memory: one chunk of interleaved scanlines at a time, plus the band the caller holds. On any error the
-    partial file is left for the caller's transaction to discard (it always writes to a temporary name).
+    Memory: one block of BLOCK_LINES interleaved scanlines at a time, plus the band the caller holds. On any error
+    the partial file is left for the caller's transaction to discard (it always writes to a temporary name).
     """
 
     def __init__(
@@ -154,11 +156,15 @@ class ScanlineExrWriter:
         self._offsets: list[int] = []
         self._chunks = -(-height // self.lines)
         self._row_bytes = sum(dtype.itemsize for _, dtype in self.layout) * width
+        # Rows are gathered BLOCK_LINES at a time whatever the chunk size: with one-line chunks (none, zips) a copy
+        # per channel and row cost more than the copying itself. Uncompressed, each row of the block starts with
+        # its chunk's 8-byte header, so the block is the file's bytes and goes out in one write.
+        self._prefix = _CHUNK_HEADER if compression == "none" else 0
+        self._block = np.empty((BLOCK_LINES, self._prefix + self._row_bytes), np.uint8)
         size = self.lines * self._row_bytes
-        self._block = np.empty((self.lines, self._row_bytes), np.uint8)
         self._scratch = np.empty(size, np.uint8)
         self._deflated = np.empty(size, np.uint8)
-        self._filled = 0  # rows of the current chunk already in _block
+        self._filled = 0  # rows of the current block already in _block
         self._row = 0  # rows written so far
         try:
             self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 — closed by close() or abort()
@@ -195,8 +201,8 @@ class ScanlineExrWriter:
             raise ExrError(f"{self.path}: {self._row + rows} rows written, the image has {self.height}")
         start = 0
         while start < rows:
-            take = min(self.lines - self._filled, rows - start)
-            offset = 0
+            take = min(BLOCK_LINES - self._filled, rows - start)
+            offset = self._prefix
             for (_, dtype), arr in zip(self.layout, arrays, strict=True):
                 span = dtype.itemsize * self.width
                 target = self._block[self._filled : self._filled + take, offset : offset + span].view(dtype)
@@ -205,24 +211,38 @@ class ScanlineExrWriter:
             self._filled += take
             self._row += take
             start += take
-            if self._filled == self.lines or self._row == self.height:
+            if self._filled == BLOCK_LINES or self._row == self.height:
                 self._flush()
 
     def _flush(self) -> None:
-        raw = self._block[: self._filled].reshape(-1)
-        if self.compression == "none":
-            payload: Any = raw
-        else:
-            packed = _DEFLATE(_predicted(raw, self._scratch, self._deflated))
-            payload = packed if len(packed) < raw.size else raw  # stored raw when deflate does not help
-        y = self._row - self._filled
+        """Write the rows gathered in the block as chunks."""
+        first, count = self._row - self._filled, self._filled
         try:
-            self._offsets.append(self._file.tell())
-            self._file.write(struct.pack("<ii", y, len(payload)))
-            self._file.write(payload)
+            if self.compression == "none":
+                self._write_uncompressed(first, count)
+            else:
+                for top in range(0, count, self.lines):
+                    lines = min(self.lines, count - top)
+                    raw = self._block[top : top + lines].reshape(-1)
+                    packed = _DEFLATE(_predicted(raw, self._scratch, self._deflated))
+                    # stored raw when deflate does not help
+                    payload = packed if len(packed) < raw.size else raw
+                    self._offsets.append(self._file.tell())
+                    self._file.write(struct.pack("<ii", first + top, len(payload)))
+                    self._file.write(payload)
         except OSError as exc:
             raise ExrError(f"{self.path}: could not write EXR ({exc})") from exc
         self._filled = 0
+
+    def _write_uncompressed(self, first: int, count: int) -> None:
+        """One-line chunks whose headers (y, byte count) are already in place in front of each block row."""
+        block = self._block[:count]
+        headers = block[:, :_CHUNK_HEADER].view("<i4")
+        headers[:, 0] = np.arange(first, first + count)
+        headers[:, 1] = self._row_bytes
+        start = self._file.tell()
+        self._offsets.extend(range(start, start + count * block.shape[1], block.shape[1]))
+        self._file.write(block)
 
     def close(self) -> None:
         """Write the offset table and close; the image must be complete."""
