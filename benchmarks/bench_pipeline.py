@@ -69,6 +69,7 @@ def environment(args: argparse.Namespace) -> dict[str, Any]:
         "preset": args.preset,
         "dtype": args.dtype,
         "image_size_hw": args.image_size,
+        "exr_compression": args.exr_compression or "zip (default)",
         "load_average_start": load_average(),
     }
 
@@ -158,6 +159,10 @@ def run_job(args: argparse.Namespace, frames: Path, out: Path, **options: Any) -
     except ImportError:  # versions before the engines package: the job module had it
         from sapiens2_studio.core.studio.job import run_job  # type: ignore[no-redef]
 
+    if args.exr_compression is not None:  # older engines (the 'before' column) have no such option
+        if "exr_compression" not in JobSpec.__dataclass_fields__:
+            raise SystemExit("this engine has no exr_compression option")
+        options["exr_compression"] = args.exr_compression
     spec = JobSpec(
         inputs=[str(frames)],
         out=str(out),
@@ -429,6 +434,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--writers-n", type=int, default=0, help="throughput/large: the job's writers option")
     parser.add_argument("--previews", action="store_true", help="writers/throughput/large: previews on")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch default)")
+    parser.add_argument(
+        "--exr-compression", default=None, help="the bundles' EXR compression (default: the engine's, zip)"
+    )
     parser.add_argument(
         "--workdir", default=None, help="checkpoints, frames and outputs (default: a temp dir)"
     )

@@ -16,6 +16,7 @@ from ..core.catalogue import (
 )
 from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
+from ..core.formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..core.studio.engines import ENGINES
 from ..core.studio.pipelining import DEFAULT_WRITERS
 
@@ -179,6 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
     p.add_argument(
+        "--exr-compression",
+        choices=EXR_COMPRESSIONS,
+        default=DEFAULT_EXR_COMPRESSION,
+        help="the bundle EXRs' compression, all lossless: zip (default, smallest), zips (one scanline per "
+        "block, as Nuke writes), none (fastest to write and read, ~2.5x the bytes)",
+    )
+    p.add_argument(
         "--skip-existing",
         action="store_true",
         help="resume: keep frames and tasks whose outputs in --out are verified complete (same input, "
@@ -304,6 +312,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         fps=getattr(args, "fps", defaults.fps),
         previews=not getattr(args, "no_previews", not defaults.previews),
         mesh=getattr(args, "mesh", defaults.mesh),
+        exr_compression=getattr(args, "exr_compression", defaults.exr_compression),
         skip_existing=getattr(args, "skip_existing", defaults.skip_existing),
         clean=getattr(args, "clean", defaults.clean),
         nonfinite=getattr(args, "nonfinite", defaults.nonfinite),

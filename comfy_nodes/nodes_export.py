@@ -6,6 +6,7 @@ import os
 
 from comfy_api.latest import io, ui
 
+from ..core.formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..core.formats.exr import require_openexr
 from ..core.studio import exports
 from ..core.studio.batches import TaskBatch
@@ -78,6 +79,14 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                     optional=True,  # added later: saved API prompts without it keep working
                     tooltip="Matte (from Sapiens2 Matte): the bundle's alpha and foreground layer.",
                 ),
+                io.Combo.Input(
+                    "exr_compression",
+                    options=list(EXR_COMPRESSIONS),
+                    default=DEFAULT_EXR_COMPRESSION,
+                    optional=True,  # added later, last: saved workflows and API prompts keep working
+                    tooltip="The EXR's compression, all lossless: zip (smallest), zips (one scanline per "
+                    "block, as Nuke writes), none (fastest to write and read, ~2.5x the bytes).",
+                ),
             ],
             outputs=[
                 io.String.Output(
@@ -102,13 +111,16 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         pointmap=None,
         mask=None,
         matting=None,
+        exr_compression=DEFAULT_EXR_COMPRESSION,
     ) -> io.NodeOutput:
         require_openexr()  # before any work
         host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
         frames = capture_frames(image, batches, albedo_image=albedo, mask=mask, host=host)
         folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
-        path = exports.save_capture_bundle(folder, name, frames, fps=fps, host=host)
+        path = exports.save_capture_bundle(
+            folder, name, frames, fps=fps, host=host, compression=exr_compression
+        )
         relative = _relative(str(path), subfolder)
         text = "\n".join(
             [f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)]

@@ -150,10 +150,13 @@ def test_a_crashed_holders_lock_is_recovered_but_not_another_machines(tmp_path):
 
 
 def test_size_estimate_formula_and_replaced_files(tmp_path):
-    assert estimate_frame_bytes(100, 50, ("seg",), previews=False) == 100 * 50 * (8 + 6) + 4096 + 65536
+    rows = 16 * 50  # an uncompressed EXR's one-line chunks: header and offset per row
+    assert estimate_frame_bytes(100, 50, ("seg",), previews=False) == 100 * 50 * (8 + 6) + rows + 4096 + 65536
     full = estimate_frame_bytes(100, 50, ("pose", "seg", "normal", "pointmap"), previews=True, mesh="glb")
     pixels = 100 * 50
-    expected = pixels * (8 + 6 + 6 + 12) + 4096 + 65536 + 2 * 32768 + 4 * (pixels * 3 + 1024) + pixels * 60
+    expected = (
+        pixels * (8 + 6 + 6 + 18) + rows + 4096 + 65536 + 2 * 32768 + 4 * (pixels * 3 + 1024) + pixels * 60
+    )
     assert full == expected
     _image(tmp_path / "a.png", 100, 50)
     jobs = collect_inputs([str(tmp_path / "a.png")])

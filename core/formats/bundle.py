@@ -28,11 +28,14 @@ import numpy as np
 
 from ..data import keypoints308, seg29
 from .arrays import BandedArray, all_finite, host_array, to_numpy, zero_where_invalid
+from .compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from .documents import MAJOR, check_version, load_json, remove_quietly
 from .errors import BundleError
+from .exr import COMPRESSIONS as EXR_CODE_NAMES
 from .exr import ExrError, linear_to_srgb, read_exr, srgb_to_linear, write_exr, write_exr_bands
 
 __all__ = [
+    "EXR_COMPRESSIONS",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "SEQUENCE_FORMAT_NAME",
@@ -41,6 +44,7 @@ __all__ = [
     "CapturePerson",
     "LegacyNormalsWarning",
     "canonical_points",
+    "check_exr_compression",
     "default_camera",
     "dump_document",
     "frame_name",
@@ -94,7 +98,8 @@ _LAYER_FROM_JSON = {v: k for k, v in _JSON_LAYER_NAMES.items()}
 @dataclass(frozen=True)
 class ExrEncoding:
     """How a bundle's EXR stores its layers: a pixel type per layer (float16 → HALF, float32 → FLOAT) and the
-    file's compression (one per file: a single-part EXR compresses all its channels alike)."""
+    file's default compression (one per file: a single-part EXR compresses all its channels alike; writers take
+    any of EXR_COMPRESSIONS)."""
 
     pixel_types: Mapping[str, type[np.floating]]
     compression: str
@@ -115,7 +120,7 @@ LAYER_ENCODING = ExrEncoding(
         "alpha": np.float16,  # 0..1: 2^-11 relative step, far below an 8-bit matte's
         "matte": np.float16,  # pre-multiplied linear colour, as rgba
     },
-    compression="zip",
+    compression=DEFAULT_EXR_COMPRESSION,
 )
 _CONVENTIONS = {
     "camera_frame": "opencv",
@@ -236,6 +241,24 @@ def sanitize_name(name: str) -> str:
 def frame_name(name: str, number: int) -> str:
     """Base name of frame `number` (1-based) of sequence `name`: `<name>_0001`."""
     return f"{sanitize_name(name)}_{int(number):04d}"
+
+
+def check_exr_compression(compression: str | None) -> str:
+    """The compression a bundle's EXR is written with: `compression`, or the default when None."""
+    if compression is None:
+        return LAYER_ENCODING.compression
+    if compression not in EXR_COMPRESSIONS:
+        raise BundleError(
+            f"unknown EXR compression {compression!r} for a capture bundle; choose one of {', '.join(EXR_COMPRESSIONS)}"
+        )
+    return compression
+
+
+def _stored_compression(header: Mapping[str, Any]) -> str:
+    """The bundle compression an EXR header (as `read_exr` returns it) names; the default for any other."""
+    code = getattr(header.get("compression"), "name", None)
+    names = {EXR_CODE_NAMES[name]: name for name in EXR_COMPRESSIONS}
+    return names.get(code, LAYER_ENCODING.compression)
 
 
 def default_camera(width: int, height: int) -> dict[str, Any]:
@@ -630,11 +653,15 @@ def _prepare_people(frame: CaptureFrame) -> list[CapturePerson]:
     return people
 
 
-def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame) -> dict[str, Any]:
+def stage_bundle(
+    exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame, *, compression: str | None = None
+) -> dict[str, Any]:
     """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
 
     The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
-    EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames."""
+    EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames.
+    `compression`: one of EXR_COMPRESSIONS (None: the default)."""
+    compression = check_exr_compression(compression)
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
     layout, layers, makers = _exr_plan(frame)
@@ -649,7 +676,7 @@ def stage_bundle(exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame
         frame.width,
         bands,
         {"sapiens2Capture": FORMAT_VERSION},
-        compression=LAYER_ENCODING.compression,
+        compression=compression,
     )
     return doc
 
@@ -677,23 +704,30 @@ def restage_bundle(
     frame: CaptureFrame,
     *,
     points_changed: bool,
+    compression: str | None = None,
 ) -> dict[str, Any]:
     """`stage_bundle` for a frame read back from its bundle and changed only in its people, camera, scale and
     (when `points_changed`) its points: the EXR's other channels are copied from `source_exr` exactly as stored
     (re-encoding half-float colour read back as sRGB could move a value by one step), the pointmap channels are
-    encoded from `frame.points` as `stage_bundle` would. Returns the JSON document."""
-    channels, _ = read_exr(source_exr)
+    encoded from `frame.points` as `stage_bundle` would. `compression`: None keeps the source's (one of
+    EXR_COMPRESSIONS, else the default). Returns the JSON document."""
+    channels, header = read_exr(source_exr)
+    compression = _stored_compression(header) if compression is None else check_exr_compression(compression)
     if points_changed and frame.points is not None:
         channels.update(point_channels(frame.points))
     order = [c for layer in _LAYER_ORDER for c in _LAYER_CHANNELS[layer] if c in channels]
     ordered = {c: channels[c] for c in [*order, *sorted(set(channels) - set(order))]}
     doc = _frame_json(frame, sanitize_name(name), _prepare_people(frame), _layers_of(frame))
-    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=LAYER_ENCODING.compression)
+    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=compression)
     return doc
 
 
-def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame) -> Path:
-    """Write `<folder>/<name>.exr` and `<name>.json` atomically; returns the JSON path."""
+def write_bundle(
+    folder: str | os.PathLike[str], name: str, frame: CaptureFrame, *, compression: str | None = None
+) -> Path:
+    """Write `<folder>/<name>.exr` and `<name>.json` atomically (`compression`: one of EXR_COMPRESSIONS, None:
+    the default); returns the JSON path."""
+    compression = check_exr_compression(compression)
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
     base = sanitize_name(name)
@@ -703,7 +737,7 @@ def write_bundle(folder: str | os.PathLike[str], name: str, frame: CaptureFrame)
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        doc = stage_bundle(tmp_exr, base, frame)
+        doc = stage_bundle(tmp_exr, base, frame, compression=compression)
         tmp_json.write_text(dump_document(doc), encoding="utf-8")
         remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)

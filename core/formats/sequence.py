@@ -21,6 +21,7 @@ from .bundle import (
     SEQUENCE_FORMAT_NAME,
     BundleError,
     CaptureFrame,
+    check_exr_compression,
     frame_name,
     read_bundle,
     sanitize_name,
@@ -41,9 +42,12 @@ class SequenceWriter:
         fps: float = 24.0,
         *,
         run: Mapping[str, Any] | None = None,
+        compression: str | None = None,
     ) -> None:
         """`run`: the run record {"id", "started", …} the index and every added frame carry (a new one when not
-        given), so readers can refuse a sequence whose frames come from different runs."""
+        given), so readers can refuse a sequence whose frames come from different runs. `compression`: the
+        frames' EXR compression (`bundle.EXR_COMPRESSIONS`; None: the default)."""
+        self.compression = check_exr_compression(compression)
         self.folder = Path(folder)
         self.name = sanitize_name(name)
         self.fps = float(fps)
@@ -56,7 +60,9 @@ class SequenceWriter:
         frame.frame = number
         # always this writer's run: a frame written before (by another writer) must not bring its old id along
         frame.run = {**(frame.run or {}), "id": self.run["id"], "started": self.run.get("started")}
-        json_path = write_bundle(self.folder, frame_name(self.name, number), frame)
+        json_path = write_bundle(
+            self.folder, frame_name(self.name, number), frame, compression=self.compression
+        )
         self.record(number, json_path.name)
         return json_path
 

@@ -25,12 +25,14 @@ def save_capture_bundle(
     *,
     fps: float = 24.0,
     host: Host | None = None,
+    compression: str | None = None,
 ) -> Path:
-    """Write one bundle (a single image) or a sequence (a batch); returns the JSON to open in Blender."""
+    """Write one bundle (a single image) or a sequence (a batch); returns the JSON to open in Blender.
+    `compression`: the EXRs' (`bundle.EXR_COMPRESSIONS`; None: the default)."""
     host = host or Host()
     if len(frames) == 1:
-        return bundle_format.write_bundle(folder, name, frames[0])
-    writer = SequenceWriter(folder, name, fps)
+        return bundle_format.write_bundle(folder, name, frames[0], compression=compression)
+    writer = SequenceWriter(folder, name, fps, compression=compression)
     for i, frame in enumerate(frames):
         host.check_cancel()
         writer.add(frame)

@@ -27,6 +27,7 @@ from .. import catalogue
 from ..checkpoints import hub
 from ..checkpoints.loader import load_model
 from ..formats.bundle import CaptureFrame
+from ..formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..formats.documents import load_json
 from ..formats.errors import BundleError
 from ..formats.exr import require_openexr
@@ -78,7 +79,8 @@ class JobSpec:
     tasks never needs a size. checkpoints: task → file overriding the official file; batch_size: images per
     forward pass, or "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks,
     do the rest (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried
-    over). nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
+    over). exr_compression: the bundle EXRs' (`bundle.EXR_COMPRESSIONS`: zip, zips or none, all lossless).
+    nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
     id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
     on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
     0 = all on one thread. frames: (first, last) frame numbers of the sequences to do now (a video's from 1), a
@@ -109,6 +111,7 @@ class JobSpec:
     fps: float | None = None
     previews: bool = True
     mesh: str | None = None
+    exr_compression: str = DEFAULT_EXR_COMPRESSION
     skip_existing: bool = False
     clean: bool = False
     nonfinite: str = "warn"
@@ -150,6 +153,11 @@ class JobSpec:
                 )
             if "pointmap" not in self.tasks:
                 raise StudioError("a mesh needs the pointmap task; add pointmap to the tasks")
+        if self.exr_compression not in EXR_COMPRESSIONS:
+            raise StudioError(
+                f"unknown EXR compression {self.exr_compression!r}; choose one of {', '.join(EXR_COMPRESSIONS)}",
+                hints={"cli": "see --exr-compression"},
+            )
         if self.batch_size != "auto" and (not isinstance(self.batch_size, int) or self.batch_size < 1):
             raise StudioError(f"the batch size must be at least 1 (or 'auto'), got {self.batch_size!r}")
         if self.fps is not None and not self.fps > 0:

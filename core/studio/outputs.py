@@ -222,10 +222,12 @@ def write_frame_outputs(
     with_previews: bool = True,
     mesh_format: str | None = None,
     extra: Mapping[str, Callable[[Path], Any]] | None = None,
+    exr_compression: str | None = None,
 ) -> Path:
     """Write `<name>.exr/.json`, previews `<name>.<layer>.png`, `<name>.keypoints.json`, `<name>.openpose.json`
     and optionally `<name>.ply|.glb` (and the files of `extra`: final name → writer) as one transaction; files
     of an earlier run for `<name>` that this set does not hold are removed (see OUTPUT_SUFFIXES).
+    `exr_compression`: the bundle EXR's (`bundle.EXR_COMPRESSIONS`; None: the default).
 
     Returns the bundle JSON path.
     """
@@ -235,7 +237,7 @@ def write_frame_outputs(
         files = frame_files(frame, image, name, with_previews=with_previews, mesh_format=mesh_format)
         for final, write in {**files, **(extra or {})}.items():
             tx.stage(final, write)
-        tx.stage_bundle(frame)
+        tx.stage_bundle(frame, compression=exr_compression)
         return tx.commit(obsolete=output_names(name))
 
 
@@ -247,16 +249,22 @@ def rewrite_frame_outputs(
     *,
     points_changed: bool,
     keep: set[str],
+    exr_compression: str | None = None,
 ) -> Path:
     """Commit a frame read back from its bundle with changed people/camera/scale (and points): the files in
     `files` are written anew, those in `keep` stay as committed (listed in the new `run.files`), the EXR is
-    restaged from the committed one (`restage_bundle`), every other file of `<name>` is removed. One
-    transaction, like `write_frame_outputs`."""
+    restaged from the committed one (`restage_bundle`; `exr_compression` None keeps the committed EXR's), every
+    other file of `<name>` is removed. One transaction, like `write_frame_outputs`."""
     with FrameTransaction(folder, name) as tx:
         for final, write in files.items():
             tx.stage(final, write)
         tx.keep(sorted(keep - set(files)))
-        tx.stage_bundle(frame, source_exr=folder / f"{name}.exr", points_changed=points_changed)
+        tx.stage_bundle(
+            frame,
+            source_exr=folder / f"{name}.exr",
+            points_changed=points_changed,
+            compression=exr_compression,
+        )
         return tx.commit(obsolete=output_names(name))
 
 

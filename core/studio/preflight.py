@@ -6,8 +6,10 @@ made by the run itself, right before it takes the folder's lock.
 
 Size estimate, per image of W×H pixels (an upper bound: the EXR's ZIP compression and the PNGs' deflate are
 assumed to save nothing):
-- EXR: W·H·(8 image [RGBA half] + 12 pointmap [float XYZ] + 6 normal + 6 albedo [half RGB] + 6 seg [float id +
-  half mask]) bytes for the layers of the tasks run, plus 4 KiB of header;
+- EXR: W·H·(8 image [RGBA half] + 18 pointmap [float P.XYZ and Z, half P.A] + 6 normal + 6 albedo [half RGB] +
+  6 seg [float id + half mask] + 10 matting [half matte RGBA, half mask]) bytes for the layers of the tasks run,
+  plus 16 bytes per row (an uncompressed file's one-line chunks: their headers and offsets) and 4 KiB of header;
+  an uncompressed bundle (`--exr-compression none`) takes just under this;
 - JSON: 64 KiB for the bundle (tables + people), 2 × 32 KiB for `.keypoints.json`/`.openpose.json` with pose;
 - previews: W·H·3 + 1 KiB per preview (pose, seg, normal, depth, albedo) unless `--no-previews`;
 - mesh: W·H·60 bytes (GLB, the larger format: positions, normals, colours, two triangles per pixel).
@@ -29,7 +31,8 @@ from .errors import OutputError
 from .inputs import ImageJob, SequenceJob
 from .outputs import OUTPUT_SUFFIXES
 
-_EXR_BYTES_PER_PIXEL = {"pose": 0, "seg": 6, "normal": 6, "albedo": 6, "pointmap": 12}
+_EXR_BYTES_PER_PIXEL = {"pose": 0, "seg": 6, "normal": 6, "albedo": 6, "pointmap": 18, "matting": 10}
+_EXR_BYTES_PER_ROW = 16  # a one-line chunk's y and size (8) and its offset-table entry (8)
 _PREVIEWS = {"pose": 1, "seg": 1, "normal": 1, "albedo": 1, "pointmap": 1}  # pointmap → depth preview
 _MARGIN = 16 << 20
 
@@ -51,6 +54,7 @@ def estimate_frame_bytes(
     """Upper bound of the bytes one frame's outputs take (formula in the module docstring)."""
     pixels = int(width) * int(height)
     total = pixels * (8 + sum(_EXR_BYTES_PER_PIXEL.get(t, 0) for t in tasks)) + 4096
+    total += _EXR_BYTES_PER_ROW * int(height)
     total += 64 << 10
     if "pose" in tasks:
         total += 2 * (32 << 10)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .. import catalogue
-from ..formats.bundle import FORMAT_NAME, FORMAT_VERSION
+from ..formats.bundle import FORMAT_NAME, FORMAT_VERSION, LAYER_ENCODING
 from ..formats.documents import new_run_record
 
 PARTIAL_FORMAT = "sapiens2-capture-partial"
@@ -95,7 +95,7 @@ class Expectation:
     checkpoints: Mapping[str, str | None]  # task → sha256 of the file this run uses
     source: Mapping[str, Any]
     settings: Mapping[str, Mapping[str, Any]]
-    outputs: Mapping[str, Any]  # {"previews": bool, "mesh": "ply" | "glb" | None}
+    outputs: Mapping[str, Any]  # {"previews": bool, "mesh": "ply" | "glb" | None, "exr_compression": str}
     boxes_given: bool = False
     skip_existing: bool = False
     clean: bool = False
@@ -176,6 +176,11 @@ def bundle_state(folder: Path, name: str) -> tuple[dict[str, Any] | None, str, b
     return doc, why, not why
 
 
+def _exr_compression(outputs: Mapping[str, Any]) -> str:
+    """The EXR compression `run.outputs` records; frames from before it was a choice hold the default."""
+    return str(outputs.get("exr_compression") or LAYER_ENCODING.compression)
+
+
 def _model_sha(doc: Mapping[str, Any], task: str) -> str | None:
     for model in doc.get("models") or []:
         if isinstance(model, dict) and model.get("task") == task:
@@ -235,6 +240,7 @@ def plan_frame(
     outputs_ok = sidecars_ok and (
         (outputs.get("previews") or not expect.outputs.get("previews"))
         and (not expect.outputs.get("mesh") or outputs.get("mesh") == expect.outputs.get("mesh"))
+        and _exr_compression(outputs) == _exr_compression(expect.outputs)
     )
     plan_settings = {t: settings[t] for t in held if t in compute or t in carry}
     for task in carried:  # a carried task keeps the settings it was made with

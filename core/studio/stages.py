@@ -63,6 +63,11 @@ class FrameItem:
 BANDED_MAPS_ABOVE = 256 * 1024 * 1024
 
 
+def output_record(spec: Any) -> dict[str, Any]:
+    """The outputs a job (a JobSpec) asks for besides the tasks, as the frames' `run.outputs` records them."""
+    return {"previews": spec.previews, "mesh": spec.mesh, "exr_compression": spec.exr_compression}
+
+
 def job_expectation(
     spec: Any,
     tasks: tuple[str, ...],
@@ -84,7 +89,7 @@ def job_expectation(
             "pose": {"flip_test": spec.flip_test, "boxes": boxes, **smooth},
             "pointmap": dict(smooth),
         },
-        outputs={"previews": spec.previews, "mesh": spec.mesh},
+        outputs=output_record(spec),
         boxes_given=boxes is not None,
         skip_existing=spec.skip_existing or trusted_run is not None,
         clean=spec.clean,
@@ -194,7 +199,7 @@ def commit_frame(
     """One frame's transaction (transaction.py): previews, keypoint JSONs, mesh, EXR, JSON last. `temporal`: its
     `run.temporal` record; for a pending frame also the sidecar finalize needs (`pending_needs`), in the same
     commit."""
-    outputs = {"previews": spec.previews, "mesh": spec.mesh}
+    outputs = output_record(spec)
     frame.frame = item.number
     frame.run = frame_run_record(run, item.plan, item.source, outputs)
     extra: dict[str, Callable[[Path], Any]] = {}
@@ -218,6 +223,7 @@ def commit_frame(
         with_previews=spec.previews,
         mesh_format=spec.mesh,
         extra=extra,
+        exr_compression=spec.exr_compression,
     )
 
 

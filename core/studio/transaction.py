@@ -271,17 +271,25 @@ class FrameTransaction:
                 raise output_error(exc, self.folder / final) from None
 
     def stage_bundle(
-        self, frame: CaptureFrame, *, source_exr: Path | None = None, points_changed: bool = False
+        self,
+        frame: CaptureFrame,
+        *,
+        source_exr: Path | None = None,
+        points_changed: bool = False,
+        compression: str | None = None,
     ) -> None:
         """Write the bundle's EXR now (from `frame`, or restaged from the committed `source_exr`:
-        `restage_bundle`); its JSON (with the sizes of all staged files) is written at commit."""
+        `restage_bundle`) with `compression` (None: the default, or the source's when restaged); its JSON (with
+        the sizes of all staged files) is written at commit."""
         exr = f"{self.name}.exr"
         tmp = self._temp(exr)
         try:
             if source_exr is None:
-                self.doc = stage_bundle(tmp, self.name, frame)
+                self.doc = stage_bundle(tmp, self.name, frame, compression=compression)
             else:
-                self.doc = restage_bundle(tmp, source_exr, self.name, frame, points_changed=points_changed)
+                self.doc = restage_bundle(
+                    tmp, source_exr, self.name, frame, points_changed=points_changed, compression=compression
+                )
         except OSError as exc:
             raise output_error(exc, self.folder / exr) from None
         except Sapiens2Error as exc:

@@ -181,6 +181,8 @@ def blender_env(blender_python, tmp_path_factory) -> dict[str, str]:
     bundles.mkdir()
     sc = load_synthetic_capture()
     sc.write_tiny(bundles, "tiny")
+    for compression in ("zips", "none"):  # the other bundle compressions users can choose
+        sc.write_tiny(bundles, f"tiny_{compression}", compression)
     sc.write_figure(bundles, "figure", 768, 1024)
     sc.write_figure_sequence(bundles, "walk", 96, 128, 6, fps=12.0)
     sc.write_tracked_sequence(bundles, "tracked", 48, 64)

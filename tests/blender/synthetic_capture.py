@@ -247,7 +247,7 @@ def tiny_arrays() -> dict:
     }
 
 
-def write_tiny(folder: Path, name: str = "tiny") -> Path:
+def write_tiny(folder: Path, name: str = "tiny", compression: str | None = None) -> Path:
     from sapiens2_studio.core.formats.bundle import CaptureFrame, CapturePerson, write_bundle
 
     a = tiny_arrays()
@@ -273,7 +273,7 @@ def write_tiny(folder: Path, name: str = "tiny") -> Path:
         ],
         pointmap_scale=0.85,
     )
-    return write_bundle(folder, name, frame)
+    return write_bundle(folder, name, frame, compression=compression)
 
 
 def write_figure(folder: Path, name: str, width: int, height: int, background_points: bool = False) -> Path:

@@ -203,3 +203,51 @@ def test_a_constant_normal_model_gives_the_converted_vector_in_comfyui(client, c
     np.testing.assert_allclose(
         frame.normals.reshape(-1, 3), [[0.0, -0.6, -0.8]] * (frame.width * frame.height), atol=5e-4
     )
+
+
+def test_save_capture_bundle_writes_the_chosen_compression_with_the_same_pixels(
+    client, comfy_server, comfy_harness, object_info
+):
+    """The node's `exr_compression` input (optional, last: older prompts lack it and get zip) goes to the engine's
+    writer: a saved prompt without it, zips and none give the same channels bit for bit."""
+    from sapiens2_studio.core.formats.exr import read_exr
+
+    spec = object_info["Sapiens2SaveCaptureBundle"]["input"]["optional"]["exr_compression"]
+    assert list(spec[0] if isinstance(spec[0], list) else spec[1]["options"]) == ["zip", "zips", "none"]
+    assert spec[1]["default"] == "zip"
+    loader = {"checkpoint": "sapiens2_1b_seg.safetensors", "download_task": "seg", "download_size": "1b"}
+    prompt = {
+        "1": {"class_type": "LoadImage", "inputs": {"image": comfy_harness.EXAMPLE_IMAGE}},
+        "2": {
+            "class_type": "Sapiens2ModelLoader",
+            "inputs": {**loader, "dtype": "auto", "attention": "auto", "compile": False},
+        },
+        "3": {
+            "class_type": "Sapiens2Segment",
+            "inputs": {"model": ["2", 0], "image": ["1", 0], "chunk_size": 1},
+        },
+    }
+    for node, choice in (("4", None), ("5", "zips"), ("6", "none")):
+        inputs = {
+            "image": ["1", 0],
+            "filename_prefix": f"codec/{choice or 'default'}",
+            "fps": 24.0,
+            "seg": ["3", 0],
+        }
+        prompt[node] = {
+            "class_type": "Sapiens2SaveCaptureBundle",
+            "inputs": inputs if choice is None else {**inputs, "exr_compression": choice},
+        }
+    entry = client.run(prompt, timeout=300)
+    assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
+    found = {}
+    for choice in ("default", "zips", "none"):
+        (path,) = (comfy_server.base / "output" / "codec").glob(f"{choice}_*.exr")
+        found[choice] = read_exr(path)
+    names = {"default": "ZIP_COMPRESSION", "zips": "ZIPS_COMPRESSION", "none": "NO_COMPRESSION"}
+    reference = found["default"][0]
+    assert {"R", "seg.id", "mask.A"} <= set(reference)
+    for choice, (channels, header) in found.items():
+        assert header["compression"].name == names[choice]
+        assert sorted(channels) == sorted(reference)
+        assert all(channels[n].tobytes() == reference[n].tobytes() for n in reference), choice

@@ -70,6 +70,18 @@ def test_vertex_positions_are_the_pointmap_in_blender_frame(
     np.testing.assert_allclose(co, to_blender(points, up_axis, scale), atol=1e-5)
 
 
+@pytest.mark.parametrize("compression", ["zips", "none"])
+def test_every_bundle_compression_imports_the_same_mesh(bpy_empty, bundles, mesh_data, compression):
+    """Bundles written with `--exr-compression zips|none` (ZIPS / uncompressed EXR) read like the default ZIP."""
+    bpy = bpy_empty
+    reference = mesh_data(import_tiny(bpy, bundles).data)
+    result = bpy.ops.import_scene.sapiens2_capture(filepath=str(bundles / f"tiny_{compression}.json"))
+    assert result == {"FINISHED"}
+    data = mesh_data(bpy.data.objects[f"tiny_{compression} mesh"].data)
+    for key, values in reference.items():
+        np.testing.assert_array_equal(data[key], values, err_msg=key)
+
+
 def test_faces_skip_the_depth_step_and_face_the_camera(bpy_empty, bundles, mesh_data):
     mesh = import_tiny(bpy_empty, bundles).data
     data = mesh_data(mesh)
