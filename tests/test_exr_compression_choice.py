@@ -25,7 +25,7 @@ from sapiens2_studio.core.studio.job import JobSpec
 from sapiens2_studio.core.studio.preflight import estimate_frame_bytes
 from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
-TASKS = "seg,pose,normal,pointmap"
+TASKS = "seg,pose,pointmap"  # FLOAT (points, ids) and HALF (image, mask) channels; pose for the people
 HEADER_NAMES = {"zip": "ZIP_COMPRESSION", "zips": "ZIPS_COMPRESSION", "none": "NO_COMPRESSION"}
 
 

@@ -127,24 +127,24 @@ def test_chunks_then_finalize_equal_one_full_run(tmp_path, home, walk, full_run,
     assert "no sequence waits for finalize" in capsys.readouterr().err
 
 
-def test_finalize_keeps_the_compression_the_chunks_chose(tmp_path, home, walk, full_run, capsys) -> None:
-    """A farm job's `--exr-compression` holds through finalize, which rewrites every frame's EXR."""
+def test_finalize_keeps_the_compression_the_chunks_chose(tmp_path, home, short, capsys) -> None:
+    """A farm job's `--exr-compression` holds through finalize, which restages every frame's EXR (its smoothed
+    points). That every compression holds the same pixels is tests/test_exr_compression_choice.py's."""
     out = tmp_path / "farm"
-    for first, last in ((1, 6), (7, 12)):
+    for first, last in ((1, 3), (4, 6)):
         chunk = ("--frames", f"{first}-{last}", "--run-id", "shot7", "--exr-compression", "zips")
-        assert predict(home, walk, out, *chunk) == 0
+        assert predict(home, short, out, *chunk, tasks="pose,pointmap") == 0
     assert main(["finalize", str(out)]) == 0
-    assert f"finalized {FRAMES} frame(s)" in capsys.readouterr().err
+    assert "finalized 6 frame(s)" in capsys.readouterr().err
     folder = out / "walk"
+    assert len(read_sequence(folder / "walk.sequence.json")) == 6
     for path in sorted(folder.glob("*.exr")):
         channels, header = read_exr(path)
         assert header["compression"].name == "ZIPS_COMPRESSION", path.name
-        expected, _ = read_exr(full_run / path.name)  # the default (zip) full run: the same pixels
-        assert sorted(channels) == sorted(expected)
-        for name, values in channels.items():
-            np.testing.assert_array_equal(values, expected[name], err_msg=f"{path.name} {name}")
+        assert {"P.X", "P.Y", "P.Z", "Z", "R"} <= set(channels)
         doc = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
         assert doc["run"]["outputs"]["exr_compression"] == "zips"
+        assert doc["run"]["temporal"]["state"] == "passed"
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ EXPECTED = {
     "Sapiens2SaveCaptureBundle": (
         {"image": IMG, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
          "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT",
-         "matting": "SAPIENS2_MATTING"},
+         "matting": "SAPIENS2_MATTING", "exr_compression": "COMBO"},
         ["STRING"],
     ),
     "Sapiens2ExportMesh": (
