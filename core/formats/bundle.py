@@ -704,15 +704,14 @@ def restage_bundle(
     frame: CaptureFrame,
     *,
     points_changed: bool,
-    compression: str | None = None,
 ) -> dict[str, Any]:
     """`stage_bundle` for a frame read back from its bundle and changed only in its people, camera, scale and
     (when `points_changed`) its points: the EXR's other channels are copied from `source_exr` exactly as stored
     (re-encoding half-float colour read back as sRGB could move a value by one step), the pointmap channels are
-    encoded from `frame.points` as `stage_bundle` would. `compression`: None keeps the source's (one of
-    EXR_COMPRESSIONS, else the default). Returns the JSON document."""
+    encoded from `frame.points` as `stage_bundle` would. The source's compression is kept (a farm's chunks
+    chose it; one the writer does not know becomes the default). Returns the JSON document."""
     channels, header = read_exr(source_exr)
-    compression = _stored_compression(header) if compression is None else check_exr_compression(compression)
+    compression = _stored_compression(header)
     if points_changed and frame.points is not None:
         channels.update(point_channels(frame.points))
     order = [c for layer in _LAYER_ORDER for c in _LAYER_CHANNELS[layer] if c in channels]

@@ -249,22 +249,16 @@ def rewrite_frame_outputs(
     *,
     points_changed: bool,
     keep: set[str],
-    exr_compression: str | None = None,
 ) -> Path:
     """Commit a frame read back from its bundle with changed people/camera/scale (and points): the files in
     `files` are written anew, those in `keep` stay as committed (listed in the new `run.files`), the EXR is
-    restaged from the committed one (`restage_bundle`; `exr_compression` None keeps the committed EXR's), every
+    restaged from the committed one in its own compression (`restage_bundle`), every
     other file of `<name>` is removed. One transaction, like `write_frame_outputs`."""
     with FrameTransaction(folder, name) as tx:
         for final, write in files.items():
             tx.stage(final, write)
         tx.keep(sorted(keep - set(files)))
-        tx.stage_bundle(
-            frame,
-            source_exr=folder / f"{name}.exr",
-            points_changed=points_changed,
-            compression=exr_compression,
-        )
+        tx.stage_bundle(frame, source_exr=folder / f"{name}.exr", points_changed=points_changed)
         return tx.commit(obsolete=output_names(name))
 
 

@@ -278,18 +278,16 @@ class FrameTransaction:
         points_changed: bool = False,
         compression: str | None = None,
     ) -> None:
-        """Write the bundle's EXR now (from `frame`, or restaged from the committed `source_exr`:
-        `restage_bundle`) with `compression` (None: the default, or the source's when restaged); its JSON (with
-        the sizes of all staged files) is written at commit."""
+        """Write the bundle's EXR now: from `frame` with `compression` (None: the default), or restaged from
+        the committed `source_exr` in that file's own compression (`restage_bundle`); its JSON (with the sizes
+        of all staged files) is written at commit."""
         exr = f"{self.name}.exr"
         tmp = self._temp(exr)
         try:
             if source_exr is None:
                 self.doc = stage_bundle(tmp, self.name, frame, compression=compression)
             else:
-                self.doc = restage_bundle(
-                    tmp, source_exr, self.name, frame, points_changed=points_changed, compression=compression
-                )
+                self.doc = restage_bundle(tmp, source_exr, self.name, frame, points_changed=points_changed)
         except OSError as exc:
             raise output_error(exc, self.folder / exr) from None
         except Sapiens2Error as exc:
