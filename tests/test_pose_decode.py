@@ -7,7 +7,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from sapiens2_studio.core.pipeline import average_flip, crop_to_image, decode_heatmaps, flip_back, pose_crop
+from sapiens2_studio.core.pipeline import (
+    average_flip,
+    crop_to_image,
+    decode_heatmaps,
+    flip_back,
+    pose_crop,
+    pose_decode,
+)
 from sapiens2_studio.core.pipeline.metadata import flip_indices
 from sapiens2_studio.core.pipeline.pose_decode import heatmap_maximum, opencv_gaussian_kernel, refine_dark_udp
 
@@ -105,6 +112,23 @@ def test_decode_is_batched_and_device_agnostic(data):
     single, _ = decode_heatmaps(hm[1:], (96, 128))
     assert kp.shape == (2, 308, 2) and scores.shape == (2, 308)
     assert torch.equal(kp[1], single[0])
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 8, 400])
+def test_blurring_a_few_channels_at_a_time_decodes_like_the_whole_stack(data, chunk, monkeypatch):
+    """The CPU blurs `_BLUR_CHANNELS` heatmaps at a time to find each one's maximum: chunks that divide the
+    308 channels or not (and one chunk for all, as on an accelerator) give the same candidates and the same
+    keypoints, ties and flat channels included."""
+    hm = torch.stack([data["model_heatmaps"][0], data["flip_heatmaps_averaged"][0]])
+    hm[1, 5] = 0.25  # a flat channel: every pixel ties
+    hm[0, 7] = 0.0  # no maximum above 0
+    whole_candidates = pose_decode._maximum_candidates(hm.reshape(-1, *hm.shape[2:]), [0.25, 0.5, 0.25])
+    whole = decode_heatmaps(hm, (96, 128))
+    monkeypatch.setattr(pose_decode, "_BLUR_CHANNELS", chunk)
+    chunked = pose_decode._maximum_candidates(hm.reshape(-1, *hm.shape[2:]), [0.25, 0.5, 0.25])
+    assert torch.equal(chunked, whole_candidates)
+    kp, scores = decode_heatmaps(hm, (96, 128))
+    assert torch.equal(kp, whole[0]) and torch.equal(scores, whole[1])
 
 
 def test_all_zero_channel_keeps_its_argmax_instead_of_nan():

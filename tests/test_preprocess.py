@@ -21,7 +21,7 @@ from sapiens2_studio.core.pipeline import (
     preprocess_pose_crop,
     preprocess_seg,
 )
-from sapiens2_studio.core.pipeline.resample import resize, warp_affine
+from sapiens2_studio.core.pipeline.resample import _invert_affine, _source_grid, _warp_u8, resize, warp_affine
 
 # Mean absolute error bound in grey levels (0–255); the brief's limit is 1 grey level (1/255 in 0..1 units).
 MEAN_ABS_LIMIT = 1.0
@@ -122,6 +122,26 @@ def test_general_rotated_warp_matches_axis_aligned_fast_path():
     tiny = np.array([[2.0, 1e-9, -3.0], [-1e-9, 1.5, 4.0]], dtype=np.float64)  # forces the 2-D path
     slow = warp_affine(img, tiny, (48, 64), "cubic")
     assert torch.allclose(fast, slow, atol=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_8bit_axis_aligned_warp_gives_the_2d_remaps_integers(mode):
+    """The axis-aligned 8-bit path (whole-row gathers) against the general 2-D remap on the same grid: crops
+    that enlarge and shrink, reach past every border (taps outside the image weigh 0) and read strided input."""
+    rng = np.random.default_rng(7)
+    for case in range(24):
+        h, w = (int(v) for v in rng.integers(1, 90, 2))
+        hwc = torch.from_numpy(rng.integers(0, 256, (h, w, 3)).astype(np.uint8))
+        img = hwc.permute(2, 0, 1) if case % 2 else hwc.permute(2, 0, 1).contiguous()
+        sx, sy = rng.uniform(0.1, 6.0, 2)
+        matrix = np.array([[sx, 0, rng.uniform(-80, 80)], [0, sy, rng.uniform(-80, 80)]], dtype=np.float32)
+        out_w, out_h = (int(v) for v in rng.integers(1, 70, 2))
+        gx, gy = (torch.from_numpy(g) for g in _source_grid(_invert_affine(matrix), out_w, out_h))
+        grid = (gx >> 5, gy >> 5, gx & 31, gy & 31)
+        aligned = _warp_u8(img, *grid, mode, aligned=True)
+        assert aligned.is_contiguous() and aligned.shape == (3, out_h, out_w)
+        assert torch.equal(aligned, _warp_u8(img, *grid, mode, aligned=False)), case
+        assert torch.equal(aligned, warp_affine(img, matrix, (out_w, out_h), mode, quantize=True)), case
 
 
 def test_area_resize_shrink_is_box_average():

@@ -30,6 +30,7 @@ from .errors import PipelineError
 
 DEFAULT_MAX_REFINE_STEP: float | None = None  # reference behaviour; 2.0 is a safe guard for trained models
 _F32_EPS = float(np.finfo(np.float32).eps)
+_BLUR_CHANNELS = 8  # heatmaps blurred at a time on the CPU while looking for each one's maximum
 
 
 def opencv_gaussian_kernel(size: int, sigma: float = 0.0) -> Tensor:
@@ -47,9 +48,10 @@ def heatmap_maximum(heatmaps: Tensor) -> tuple[Tensor, Tensor]:
     """Argmax location (x, y) as float32 and the maximum; location −1 where the maximum is ≤ 0."""
     b, k, h, w = heatmaps.shape
     flat = heatmaps.reshape(b, k, h * w)
-    vals, idx = flat.max(dim=2)
-    # torch.max does not promise the first index on ties; argmax does (as numpy).
+    # torch.max does not promise the first index on ties; argmax does (as numpy). The maximum is the value
+    # there (NaN where a NaN is: argmax takes NaN as the largest, as max does).
     idx = flat.argmax(dim=2)
+    vals = flat.gather(2, idx[..., None])[..., 0]
     locs = torch.stack([(idx % w), torch.div(idx, w, rounding_mode="floor")], dim=-1).to(torch.float32)
     locs = torch.where((vals <= 0)[..., None], torch.full_like(locs, -1.0), locs)
     return locs, vals
@@ -66,21 +68,29 @@ def _blur_fast(x: Tensor, taps: list[float], h: int, w: int) -> Tensor:
     return out
 
 
-def _blur_exact_at(padded: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: list[float]) -> Tensor:
+def _zero_padded_windows(maps: Tensor, channel: Tensor, y: Tensor, x: Tensor, n: int) -> Tensor:
+    """(P, n, n) windows centred on (y, x) of the zero-padded maps, read from the unpadded (N, h, w) maps."""
+    _, h, w = maps.shape
+    span = torch.arange(n, device=maps.device) - n // 2
+    rows = (y[:, None] + span)[:, :, None]  # (P, n, 1)
+    cols = (x[:, None] + span)[:, None, :]  # (P, 1, n)
+    values = maps[channel[:, None, None], rows.clamp(0, h - 1), cols.clamp(0, w - 1)]
+    inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+    return torch.where(inside, values, torch.zeros((), dtype=values.dtype, device=values.device))
+
+
+def _blur_exact_at(maps: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: list[float]) -> Tensor:
     """`cv2.GaussianBlur` of a float32 map at selected pixels, bit for bit.
 
     OpenCV's float separable filter accumulates the row pass as `s = fma(src_k, k_k, s)` from zero and the
     symmetric column pass as `fma(centre, k_0, 0)` then `fma(up_k + down_k, k_k, s)`. An fma is emulated
-    exactly in float64 (a float32 product is exact there) and rounded once to float32. `padded` is the
-    (N, h + 2r, w + 2r) zero-padded map; (y, x) are unpadded pixel coordinates.
+    exactly in float64 (a float32 product is exact there) and rounded once to float32. `maps` is (N, h, w),
+    zero outside (the blur's constant border); (y, x) are its pixel coordinates.
     """
     n = len(taps)
     half = n // 2
-    work = torch.device("cpu") if padded.device.type == "mps" else padded.device  # MPS has no float64
-    span = torch.arange(n, device=padded.device)
-    rows_idx = (y[:, None] + span)[:, :, None]  # (P, n, 1)
-    cols_idx = (x[:, None] + span)[:, None, :]  # (P, 1, n)
-    window = padded[channel[:, None, None], rows_idx, cols_idx].to(work, torch.float64)  # (P, n, n)
+    work = torch.device("cpu") if maps.device.type == "mps" else maps.device  # MPS has no float64
+    window = _zero_padded_windows(maps, channel, y, x, n).to(work, torch.float64)  # (P, n, n)
     rows = torch.zeros(window.shape[:2], dtype=torch.float64, device=work)
     for t in range(n):
         rows = (window[:, :, t] * taps[t] + rows).to(torch.float32).to(torch.float64)
@@ -88,7 +98,25 @@ def _blur_exact_at(padded: Tensor, channel: Tensor, y: Tensor, x: Tensor, taps: 
     for t in range(1, half + 1):
         pair = (rows[:, half + t] + rows[:, half - t]).to(torch.float32)
         out = (pair.to(torch.float64) * taps[half + t] + out.to(torch.float64)).to(torch.float32)
-    return out.to(padded.device)
+    return out.to(maps.device)
+
+
+def _maximum_candidates(maps: Tensor, taps: list[float]) -> Tensor:
+    """(P, 3) channel, y, x of every pixel whose float32 blur is within 1e-5 relative of its channel's
+    maximum: the pixels whose exact blur decides that maximum. On the CPU the maps are blurred
+    `_BLUR_CHANNELS` at a time, so each pass stays in the cache (≈ 1.6× faster than whole stacks)."""
+    n, h, w = maps.shape
+    pad = len(taps) // 2
+    step = _BLUR_CHANNELS if maps.device.type == "cpu" else n
+    found = []
+    for start in range(0, n, step):
+        fast = _blur_fast(F.pad(maps[start : start + step], (pad, pad, pad, pad)), taps, h, w)
+        fast_max = fast.reshape(fast.shape[0], -1).amax(dim=1)
+        tol = fast_max.abs() * 1e-5 + 1e-30
+        part = torch.nonzero(fast >= (fast_max - tol)[:, None, None])
+        part[:, 0] += start
+        found.append(part)
+    return torch.cat(found)
 
 
 def _modulated_at(heatmaps: Tensor, channel: Tensor, y: Tensor, x: Tensor, kernel_size: int) -> Tensor:
@@ -100,18 +128,13 @@ def _modulated_at(heatmaps: Tensor, channel: Tensor, y: Tensor, x: Tensor, kerne
     b, k, h, w = heatmaps.shape
     hm = heatmaps.to(torch.float32).reshape(b * k, h, w)
     taps = [float(v) for v in opencv_gaussian_kernel(kernel_size)]
-    pad = kernel_size // 2
-    padded = F.pad(hm, (pad, pad, pad, pad))
-    fast = _blur_fast(padded, taps, h, w)
-    fast_max = fast.reshape(b * k, -1).amax(dim=1)
-    tol = fast_max.abs() * 1e-5 + 1e-30
-    cand = torch.nonzero(fast >= (fast_max - tol)[:, None, None])  # (P, 3): channel, y, x
-    exact = _blur_exact_at(padded, cand[:, 0], cand[:, 1], cand[:, 2], taps)
+    cand = _maximum_candidates(hm, taps)
+    exact = _blur_exact_at(hm, cand[:, 0], cand[:, 1], cand[:, 2], taps)
     blur_max = torch.full((b * k,), float("-inf"), device=hm.device).scatter_reduce(
         0, cand[:, 0], exact, reduce="amax"
     )
     ratio = hm.reshape(b * k, -1).amax(dim=1) / blur_max  # float32 / float32, like the reference
-    return _blur_exact_at(padded, channel, y, x, taps) * ratio[channel]
+    return _blur_exact_at(hm, channel, y, x, taps) * ratio[channel]
 
 
 def _newton_taps(locs: Tensor, heatmaps: Tensor, kernel_size: int) -> np.ndarray:

@@ -306,11 +306,18 @@ def _remap_table(mode: str) -> np.ndarray:
     return table
 
 
-def _warp_u8(x: Tensor, ix: Tensor, iy: Tensor, fxi: Tensor, fyi: Tensor, mode: str) -> Tensor:
-    """Fixed-point remap of 8-bit data exactly as OpenCV: Σ w·v with 15-bit weights, (acc + 2^14) >> 15."""
+def _warp_u8(
+    x: Tensor, ix: Tensor, iy: Tensor, fxi: Tensor, fyi: Tensor, mode: str, *, aligned: bool = False
+) -> Tensor:
+    """Fixed-point remap of 8-bit data exactly as OpenCV: Σ w·v with 15-bit weights, (acc + 2^14) >> 15.
+    `aligned`: the source column depends only on the output column and the row only on the output row (no
+    rotation or shear), which lets every tap gather whole rows and columns (`_warp_u8_aligned`)."""
     channels, in_h, in_w = x.shape
     table = torch.from_numpy(_remap_table(mode).astype(np.int32)).to(x.device)
     offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
+    if aligned:
+        acc = _warp_u8_aligned(x, ix[0], iy[:, 0], fxi[0], fyi[:, 0], table, offsets)
+        return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x)).contiguous()
     acc = torch.zeros((channels, *ix.shape), dtype=torch.int32, device=x.device)
     for j, oy in enumerate(offsets):
         sy = iy + oy
@@ -324,6 +331,40 @@ def _warp_u8(x: Tensor, ix: Tensor, iy: Tensor, fxi: Tensor, fyi: Tensor, mode: 
             # |acc| < 16·255·2^15·1.3 fits
             acc += x[:, rows, sx.clamp(0, in_w - 1)].to(torch.int32) * weight.to(torch.int32)
     return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x))
+
+
+def _warp_u8_aligned(
+    x: Tensor,
+    cols: Tensor,
+    rows: Tensor,
+    fx: Tensor,
+    fy: Tensor,
+    table: Tensor,
+    offsets: tuple[int, ...],
+) -> Tensor:
+    """The accumulator of `_warp_u8` for an axis-aligned warp, the same integers, from whole-row copies.
+
+    Per tap row `oy` the source rows are copied once and transposed (columns become rows); per tap column `ox`
+    its columns are then row copies too (a gather along the last axis costs ~40× more), and the tap's 2-D
+    weights come from a table lookup of whole rows and columns. OpenCV's 2-D weights are not a product of 1-D
+    ones (rounding, the sum-to-32768 rule), so they stay 2-D; only the gathers become 1-D. Out-of-image taps
+    get weight 0, as in `_warp_u8`. Works transposed, (C, out_w, out_h), and returns (C, out_h, out_w).
+    """
+    channels, in_h, in_w = x.shape
+    acc = torch.zeros((channels, cols.numel(), rows.numel()), dtype=torch.int32, device=x.device)
+    col_taps = []
+    for ox in offsets:
+        sx = cols + ox
+        col_taps.append((sx.clamp(0, in_w - 1), ((sx >= 0) & (sx < in_w)).to(torch.int32)))
+    for j, oy in enumerate(offsets):
+        sy = rows + oy
+        valid_y = ((sy >= 0) & (sy < in_h)).to(torch.int32)
+        band = x.index_select(1, sy.clamp(0, in_h - 1)).transpose(1, 2).contiguous()  # (C, in_w, out_h)
+        by_row = table[:, :, j].index_select(0, fy) * valid_y[:, None, None]  # (out_h, 32 fx, k)
+        for i, (sx, valid_x) in enumerate(col_taps):
+            weight = by_row[:, :, i].t().index_select(0, fx) * valid_x[:, None]  # (out_w, out_h)
+            acc += band.index_select(1, sx).to(torch.int32) * weight
+    return acc.transpose(1, 2)
 
 
 def warp_affine(
@@ -344,7 +385,7 @@ def warp_affine(
     gy = torch.from_numpy(gy_np).to(device)
     ix, iy = gx >> 5, gy >> 5
     if quantize and mode in ("linear", "cubic"):
-        return _warp_u8(x, ix, iy, gx & 31, gy & 31, mode)
+        return _warp_u8(x, ix, iy, gx & 31, gy & 31, mode, aligned=is_axis_aligned(matrix))
     x = x.to(_float_dtype(x))
     fx = (gx & 31).to(torch.float32) / 32.0
     fy = (gy & 31).to(torch.float32) / 32.0
