@@ -20,6 +20,7 @@ from sapiens2_studio.core.pipeline import (
     preprocess_dense,
     preprocess_pose_crop,
     preprocess_seg,
+    resample,
 )
 from sapiens2_studio.core.pipeline.resample import _invert_affine, _source_grid, _warp_u8, resize, warp_affine
 
@@ -142,6 +143,30 @@ def test_8bit_axis_aligned_warp_gives_the_2d_remaps_integers(mode):
         assert aligned.is_contiguous() and aligned.shape == (3, out_h, out_w)
         assert torch.equal(aligned, _warp_u8(img, *grid, mode, aligned=False)), case
         assert torch.equal(aligned, warp_affine(img, matrix, (out_w, out_h), mode, quantize=True)), case
+
+
+def test_float_axis_aligned_warp_is_the_same_in_any_band_of_rows(monkeypatch):
+    """The float separable warp transposes `_WARP_BAND_ROWS` source rows at a time and filters only the rows the
+    vertical pass reads: any band height gives the same bits, crops past the top and bottom borders included,
+    and the general 2-D remap agrees to float rounding."""
+    rng = np.random.default_rng(11)
+    img = torch.from_numpy(rng.uniform(0, 255, (70, 50, 3)).astype(np.float32)).permute(2, 0, 1)
+    crops = [
+        np.array([[1.7, 0.0, -20.0], [0.0, 2.3, -40.0]], dtype=np.float32),  # source rows in the middle
+        np.array([[0.6, 0.0, 5.0], [0.0, 0.9, 12.0]], dtype=np.float32),  # past the top border
+        np.array([[3.1, 0.0, 2.0], [0.0, 0.4, -9.0]], dtype=np.float32),  # past the bottom border
+    ]
+    for matrix in crops:
+        for mode in ("linear", "cubic"):
+            monkeypatch.setattr(resample, "_WARP_BAND_ROWS", 1 << 20)
+            whole = warp_affine(img, matrix, (45, 61), mode)
+            for rows in (1, 7, 64):
+                monkeypatch.setattr(resample, "_WARP_BAND_ROWS", rows)
+                assert torch.equal(warp_affine(img, matrix, (45, 61), mode), whole), (rows, mode)
+            general = matrix.astype(np.float64) + np.array(
+                [[0, 1e-9, 0], [-1e-9, 0, 0]]
+            )  # forces the 2-D path
+            assert torch.allclose(warp_affine(img, general, (45, 61), mode), whole, atol=1e-3)
 
 
 def test_area_resize_shrink_is_box_average():
