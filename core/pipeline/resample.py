@@ -256,8 +256,9 @@ def _separable_warp(
     channels, in_h, in_w = x.shape
     col_i, col_w = ix[0], wx[:, 0]  # source column per output column, weights (taps, out_w)
     row_i, row_w = iy[:, 0], wy[:, :, 0]
-    needed = torch.stack([(row_i + o).clamp(0, in_h - 1) for o in offsets])
-    first, last = int(needed.min()), int(needed.max())
+    # the source rows the vertical pass reads (offsets ascend, and clamping keeps the order)
+    first = min(max(int(row_i.min()) + offsets[0], 0), in_h - 1)
+    last = min(max(int(row_i.max()) + offsets[-1], 0), in_h - 1)
     columns = []
     for t, o in enumerate(offsets):
         sx = col_i + o
@@ -272,13 +273,13 @@ def _separable_warp(
             acc = term if acc is None else acc + term
         assert acc is not None
         tmp[:, start - first : stop - first] = acc.transpose(1, 2)
-    row_i = row_i - first
-    in_h = last + 1 - first
+    row_i = row_i - first  # rows of `tmp`; a tap outside them is outside the image
+    band_h = last + 1 - first
     out = None
     for t, o in enumerate(offsets):
         sy = row_i + o
-        w = (row_w[t] * ((sy >= 0) & (sy < in_h))).to(x.dtype)
-        term = tmp.index_select(1, sy.clamp(0, in_h - 1)) * w[:, None]
+        w = (row_w[t] * ((sy >= 0) & (sy < band_h))).to(x.dtype)
+        term = tmp.index_select(1, sy.clamp(0, band_h - 1)) * w[:, None]
         out = term if out is None else out + term
     assert out is not None
     return out
@@ -330,12 +331,26 @@ def _warp_u8(
     """Fixed-point remap of 8-bit data exactly as OpenCV: Σ w·v with 15-bit weights, (acc + 2^14) >> 15.
     `aligned`: the source column depends only on the output column and the row only on the output row (no
     rotation or shear), which lets every tap gather whole rows and columns (`_warp_u8_aligned`)."""
-    channels, in_h, in_w = x.shape
     table = torch.from_numpy(_remap_table(mode).astype(np.int32)).to(x.device)
     offsets = (0, 1) if mode == "linear" else (-1, 0, 1, 2)
     if aligned:
         acc = _warp_u8_aligned(x, ix[0], iy[:, 0], fxi[0], fyi[:, 0], table, offsets)
-        return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x)).contiguous()
+    else:
+        acc = _warp_u8_general(x, ix, iy, fxi, fyi, table, offsets)
+    return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x)).contiguous()
+
+
+def _warp_u8_general(
+    x: Tensor,
+    ix: Tensor,
+    iy: Tensor,
+    fxi: Tensor,
+    fyi: Tensor,
+    table: Tensor,
+    offsets: tuple[int, ...],
+) -> Tensor:
+    """The accumulator of `_warp_u8` for any affine warp: every tap gathered pixel by pixel."""
+    channels, in_h, in_w = x.shape
     acc = torch.zeros((channels, *ix.shape), dtype=torch.int32, device=x.device)
     for j, oy in enumerate(offsets):
         sy = iy + oy
@@ -348,7 +363,7 @@ def _warp_u8(
             # each tap gathered from `x` as it is (any strides, no full-size copy), then widened to int32:
             # |acc| < 16·255·2^15·1.3 fits
             acc += x[:, rows, sx.clamp(0, in_w - 1)].to(torch.int32) * weight.to(torch.int32)
-    return ((acc + (1 << 14)) >> 15).clamp(0, 255).to(_float_dtype(x))
+    return acc
 
 
 def _warp_u8_aligned(
