@@ -16,12 +16,13 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Mapping
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
 from .casting import as_pixel_type
 from .deflate import ZLIB_LEVEL, fast_deflate
+from .direct_io import SequentialFile
 from .errors import ExrError
 
 __all__ = ["LINES_PER_CHUNK", "ScanlineExrWriter"]
@@ -166,17 +167,19 @@ class ScanlineExrWriter:
         self._deflated = np.empty(size, np.uint8)
         self._filled = 0  # rows of the current block already in _block
         self._row = 0  # rows written so far
+        flags = _VERSION | (_LONG_NAMES if long_names else 0)
+        start = struct.pack("<ii", _MAGIC, flags) + header
+        self._table_at = len(start)
         try:
-            self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 — closed by close() or abort()
+            # the offset table is filled in by close(): the file holds it until then (direct_io.py)
+            self._file = SequentialFile(path, head=self._table_at + 8 * self._chunks)
         except OSError as exc:
             raise ExrError(f"{path}: could not write EXR ({exc})") from exc
         try:
-            flags = _VERSION | (_LONG_NAMES if long_names else 0)
-            self._file.write(struct.pack("<ii", _MAGIC, flags) + header)
-            self._table_at = self._file.tell()
-            self._file.write(bytes(8 * self._chunks))  # the offset table, filled in by close()
+            self._file.write(start)
+            self._file.write(bytes(8 * self._chunks))
         except OSError as exc:
-            self._file.close()
+            self._file.abort()
             raise ExrError(f"{path}: could not write EXR ({exc})") from exc
 
     def write(self, band: Mapping[str, Any]) -> None:
@@ -249,17 +252,16 @@ class ScanlineExrWriter:
         try:
             if self._row != self.height:
                 raise ExrError(f"{self.path}: only {self._row} of {self.height} rows were written")
-            self._file.seek(self._table_at)
-            self._file.write(struct.pack(f"<{len(self._offsets)}Q", *self._offsets))
-            self._file.flush()
+            self._file.patch(self._table_at, struct.pack(f"<{len(self._offsets)}Q", *self._offsets))
+            self._file.close()
         except OSError as exc:
             raise ExrError(f"{self.path}: could not write EXR ({exc})") from exc
         finally:
-            self._file.close()
+            self._file.abort()
 
     def abort(self) -> None:
         """Close without completing (the caller discards the file)."""
-        self._file.close()
+        self._file.abort()
 
     def __enter__(self) -> ScanlineExrWriter:
         return self
