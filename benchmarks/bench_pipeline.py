@@ -27,6 +27,8 @@ why variants run interleaved in one process and medians are reported.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import json
 import os
 import statistics
@@ -192,6 +194,23 @@ def job_options(writers: int, previews: bool) -> dict[str, Any]:
     return options
 
 
+@contextlib.contextmanager
+def direct_io(on: bool) -> Any:
+    """The EXR writer's direct (page-cache bypassing) writes (core/formats/direct_io.py) on, or off for the A/B;
+    engines before them have no such module and are left as they are."""
+    try:
+        module = importlib.import_module("sapiens2_studio.core.formats.direct_io")
+    except ImportError:
+        yield
+        return
+    saved = module.ENABLED
+    module.ENABLED = saved and on
+    try:
+        yield
+    finally:
+        module.ENABLED = saved
+
+
 def synchronize(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -213,20 +232,25 @@ def summarize(per_frame: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """Every run writes into a new folder, as a video job writes new files (overwriting a folder's earlier files
+    reuses their pages and is cheaper on some machines, docs/performance.md). `--direct-io-ab` adds the
+    no-previews job with the EXR written through the page cache (direct I/O off), interleaved."""
     frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
     write_frames(frames, args.frames, *args.image_size)
-    variants = [("previews", True), ("no_previews", False)]
-    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name, _ in variants}
+    variants = [("previews", True, True), ("no_previews", False, True)]
+    if args.direct_io_ab:
+        variants.append(("no_previews_buffered_exr", False, False))
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name, _, _ in variants}
     loads: list[list[float]] = []
     with CachedModels():
         run_job(args, frames, workdir / "warmup", **job_options(0, True))  # load models, warm caches
-        for _ in range(args.repeat):
-            for name, previews in variants:  # interleaved, so background load hits both
+        for repeat in range(args.repeat):
+            for name, previews, direct in variants:  # interleaved, so background load hits both
                 profiler = StageProfiler(
                     synchronize=torch.cuda.synchronize if args.device.startswith("cuda") else None
                 )
-                with profiling(profiler):
-                    run_job(args, frames, workdir / f"out_{name}", **job_options(0, previews))
+                with profiling(profiler), direct_io(direct):
+                    run_job(args, frames, workdir / f"out_{name}_{repeat}", **job_options(0, previews))
                 synchronize(args.device)
                 runs[name].append(profiler.per_frame(args.frames))
                 loads.append(load_average())
@@ -245,7 +269,7 @@ def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             "summary": summarize(median),
             "summary_each_repeat": [summarize(r) for r in repeats],
         }
-    sizes = output_sizes(workdir / "out_no_previews")
+    sizes = output_sizes(workdir / "out_no_previews_0")
     return {
         "frames": args.frames,
         "repeat": args.repeat,
@@ -441,6 +465,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--workdir", default=None, help="checkpoints, frames and outputs (default: a temp dir)"
     )
     parser.add_argument("--large-image", default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--direct-io-ab",
+        action="store_true",
+        help="stages: also run the job with the EXRs written through the page cache (A/B, interleaved)",
+    )
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
