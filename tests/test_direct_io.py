@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sapiens2_studio.core.formats import direct_io
-from sapiens2_studio.core.formats.direct_io import BUFFER, SequentialFile, direct_io_supported
+from sapiens2_studio.core.formats.direct_io import BUFFER, direct_io_supported, open_sequential
 from sapiens2_studio.core.formats.exr_scanline import ScanlineExrWriter
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="O_DIRECT is Linux's")
@@ -42,7 +42,7 @@ def _write_pattern(path: Path, sizes: list[int], head: int, patches: list[tuple[
     """Write random pieces of `sizes`, patch the head, and return the bytes the file must hold."""
     rng = np.random.default_rng(len(sizes) + head)
     expected = bytearray()
-    out = SequentialFile(path, head=head)
+    out = open_sequential(path, head=head)
     for size in sizes:
         piece = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         assert out.tell() == len(expected)
@@ -106,7 +106,7 @@ def test_a_direct_file_leaves_the_page_cache_alone(disk: Path, monkeypatch: pyte
     cache (the fallback) they are."""
     data = np.random.default_rng(1).integers(0, 256, 16 << 20, dtype=np.uint8).tobytes()
     direct = disk / "direct.bin"
-    out = SequentialFile(direct, head=100)
+    out = open_sequential(direct, head=100)
     out.write(data)
     out.close()
     resident, pages = _resident_pages(direct)
@@ -114,7 +114,7 @@ def test_a_direct_file_leaves_the_page_cache_alone(disk: Path, monkeypatch: pyte
 
     monkeypatch.setattr(direct_io, "ENABLED", False)
     cached = disk / "cached.bin"
-    out = SequentialFile(cached, head=100)
+    out = open_sequential(cached, head=100)
     out.write(data)
     out.close()
     resident, pages = _resident_pages(cached)
@@ -123,7 +123,7 @@ def test_a_direct_file_leaves_the_page_cache_alone(disk: Path, monkeypatch: pyte
 
 
 def test_two_files_of_one_thread_do_not_share_a_buffer(disk: Path) -> None:
-    a, b = SequentialFile(disk / "a.bin"), SequentialFile(disk / "b.bin")
+    a, b = open_sequential(disk / "a.bin"), open_sequential(disk / "b.bin")
     for i in range(5):
         a.write(bytes([i]) * (BUFFER // 2 + 3))
         b.write(bytes([100 + i]) * (BUFFER // 3 + 5))
@@ -134,7 +134,7 @@ def test_two_files_of_one_thread_do_not_share_a_buffer(disk: Path) -> None:
 
 
 def test_a_patch_outside_the_held_head_is_refused(disk: Path) -> None:
-    out = SequentialFile(disk / "out.bin", head=64)
+    out = open_sequential(disk / "out.bin", head=64)
     out.write(b"a" * 10_000)
     with pytest.raises(ValueError, match="held head"):
         out.patch(5000, b"no")

@@ -31,7 +31,7 @@ try:
 except ImportError:  # Windows: never direct (no O_DIRECT there either)
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BLOCK", "DIRECT_FILESYSTEMS", "SequentialFile", "direct_io_supported"]
+__all__ = ["BLOCK", "DIRECT_FILESYSTEMS", "SequentialFile", "direct_io_supported", "open_sequential"]
 
 # direct writes: offsets, lengths and memory aligned to this (every current disk's logical block size divides it)
 BLOCK = 4096
@@ -91,29 +91,80 @@ def _give_back(buffer: mmap.mmap) -> None:
 
 
 class SequentialFile:
-    """`write(data)` front to back, `tell()`, `patch(offset, data)` within the first `head` bytes, `close()`.
+    """A file written front to back: `write(data)`, `tell()`, `patch(offset, data)` within the first `head`
+    bytes, then `close()`; `abort()` closes without completing (the caller removes the file). As a context manager
+    it closes on success and aborts on an error. Raises OSError like a file object. Made by `open_sequential`."""
 
-    Raises OSError like a file object; `abort()` closes without completing (the caller removes the file)."""
+    def tell(self) -> int:
+        raise NotImplementedError
 
-    def __init__(self, path: str | os.PathLike[str], head: int = 0) -> None:
-        self.path = path
-        self._size = 0  # bytes written so far: the file's length at close
-        self._file: BinaryIO | None = None
-        self._head_size = _round_up(head)
-        if self._head_size > BUFFER or not direct_io_supported(Path(path).parent):
-            self._file = open(path, "wb")  # noqa: SIM115 — closed by close() or abort()
-            return
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        raise NotImplementedError
+
+    def patch(self, offset: int, data: bytes) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> SequentialFile:
+        return self
+
+    def __exit__(self, kind: object, *rest: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def open_sequential(path: str | os.PathLike[str], head: int = 0) -> SequentialFile:
+    """A direct file where the folder's filesystem takes direct writes (module docstring), else a buffered one."""
+    if _round_up(head) <= BUFFER and direct_io_supported(Path(path).parent):
         try:
-            self._fd = os.open(
-                path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT | os.O_CLOEXEC, 0o666
-            )
+            return _DirectFile(path, head)
         except OSError as exc:
-            if exc.errno != errno.EINVAL:  # e.g. ext4 with data=journal: no direct I/O there
+            if exc.errno != errno.EINVAL:  # EINVAL: e.g. ext4 with data=journal, no direct I/O there
                 raise
-            self._file = open(path, "wb")  # noqa: SIM115 — closed by close() or abort()
-            return
+    return _BufferedFile(path)
+
+
+class _BufferedFile(SequentialFile):
+    """An ordinary file through the page cache."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._file: BinaryIO = open(path, "wb")  # noqa: SIM115 — closed by close() or abort()
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._file.write(data)
+
+    def patch(self, offset: int, data: bytes) -> None:
+        self._file.seek(offset)
+        self._file.write(data)
+        self._file.seek(0, os.SEEK_END)
+
+    def close(self) -> None:
+        self._file.close()
+
+    def abort(self) -> None:
+        self._file.close()
+
+
+class _DirectFile(SequentialFile):
+    """O_DIRECT writes of BUFFER bytes from the thread's aligned buffer; the head held in memory until close."""
+
+    def __init__(self, path: str | os.PathLike[str], head: int) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_DIRECT | os.O_CLOEXEC, 0o666)
+        self._size = 0  # bytes written so far: the file's length at close
         self._head = bytearray()  # the first bytes, held until close (patchable)
-        self._buffer = _take_buffer()
+        self._head_size = _round_up(head)
+        self._buffer: mmap.mmap | None = _take_buffer()
         self._filled = 0  # bytes in the buffer, not yet on disk
         self._flushed = self._head_size  # file offset of the buffer's first byte
 
@@ -122,10 +173,6 @@ class SequentialFile:
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data).cast("B")
-        if self._file is not None:
-            self._file.write(view)
-            self._size += view.nbytes
-            return
         while view.nbytes:
             if len(self._head) < self._head_size:
                 take = min(self._head_size - len(self._head), view.nbytes)
@@ -140,22 +187,13 @@ class SequentialFile:
             self._size += take
 
     def patch(self, offset: int, data: bytes) -> None:
-        """Overwrite already written bytes at `offset`; they must lie within the first `head` bytes."""
         end = offset + len(data)
-        if self._file is not None:
-            self._file.seek(offset)
-            self._file.write(data)
-            self._file.seek(0, os.SEEK_END)
-            return
         if end > len(self._head):
             raise ValueError(f"{self.path}: bytes {offset}..{end} are not in the held head of the file")
         self._head[offset:end] = data
 
     def close(self) -> None:
-        """Write what is held, give the file its exact length, close."""
-        if self._file is not None:
-            self._file.close()
-            return
+        """Write the tail and the head, give the file its exact length, close."""
         try:
             if self._filled:  # the tail, padded to a whole block; the length is cut back below
                 padded = _round_up(self._filled)
@@ -163,23 +201,16 @@ class SequentialFile:
                 self._flush_buffer(padded)
             if self._head:
                 self._buffer[: self._head_size] = bytes(self._head) + bytes(self._head_size - len(self._head))
-                self._filled = 0
                 self._pwrite(self._head_size, 0)
             os.ftruncate(self._fd, self._size)
         finally:
             self.abort()
 
     def abort(self) -> None:
-        """Close without completing."""
-        if self._file is not None:
-            self._file.close()
-            return
         if self._buffer is not None:
             _give_back(self._buffer)
             self._buffer = None
             os.close(self._fd)
-
-    # ------------------------------------------------------------------------------------------------ internals
 
     def _flush_buffer(self, length: int) -> None:
         """Write the buffer's first `length` bytes (a multiple of BLOCK) at its file offset."""

@@ -22,7 +22,7 @@ import numpy as np
 
 from .casting import as_pixel_type
 from .deflate import ZLIB_LEVEL, fast_deflate
-from .direct_io import SequentialFile
+from .direct_io import open_sequential
 from .errors import ExrError
 
 __all__ = ["LINES_PER_CHUNK", "ScanlineExrWriter"]
@@ -172,7 +172,7 @@ class ScanlineExrWriter:
         self._table_at = len(start)
         try:
             # the offset table is filled in by close(): the file holds it until then (direct_io.py)
-            self._file = SequentialFile(path, head=self._table_at + 8 * self._chunks)
+            self._file = open_sequential(path, head=self._table_at + 8 * self._chunks)
         except OSError as exc:
             raise ExrError(f"{path}: could not write EXR ({exc})") from exc
         try:

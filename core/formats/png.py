@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .deflate import fast_compressor, fast_deflate
-from .direct_io import SequentialFile
+from .direct_io import open_sequential
 from .errors import FormatError
 
 __all__ = ["FILTERS", "encode_png", "write_png"]
@@ -107,11 +107,7 @@ def write_png(path: str | os.PathLike[str], pixels: np.ndarray) -> None:
     pieces = _pieces(pixels, None)
     header = next(pieces)  # a bad image is refused before the file is opened
     # past the page cache on local disks (direct_io.py): a job's previews are not read back
-    file = SequentialFile(path)
-    try:
+    with open_sequential(path) as file:
         file.write(header)
         for piece in pieces:
             file.write(piece)
-        file.close()
-    finally:
-        file.abort()
