@@ -276,10 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
     i.add_argument("checkpoint", help="path to a .safetensors file")
     i.add_argument("--sha256", action="store_true", help="also hash the file")
-
-    from .export import add_export_parser
-
-    add_export_parser(sub)
     return parser
 
 
