@@ -157,17 +157,23 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
         default=_DEFAULTS.rig_face,
     )
     rig_smoothing: BoolProperty(
-        name="Clean Up",
+        name="Smooth (One-Euro)",
         default=_DEFAULTS.rig_smoothing,
-        description="Speed-adaptive smoothing in the solve: still joints lose their jitter, fast moves are kept "
-        "(off: the keypoints are followed exactly)",
+        description="Remove keypoint jitter before solving, without lag (forward and backward One-Euro)",
     )
-    rig_smoothing_strength: FloatProperty(
-        name="Strength",
-        default=_DEFAULTS.rig_smoothing_strength,
-        min=0.05,
-        max=10.0,
-        description="Clean-up strength: 1 keeps a 4 Hz limb motion within 5 %, 2 smooths twice as much",
+    rig_min_cutoff: FloatProperty(
+        name="Min Cutoff",
+        default=_DEFAULTS.rig_min_cutoff,
+        min=0.01,
+        max=30.0,
+        description="One-Euro cutoff in Hz when still: lower is smoother",
+    )
+    rig_beta: FloatProperty(
+        name="Speed Response",
+        default=_DEFAULTS.rig_beta,
+        min=0.0,
+        max=1000.0,
+        description="One-Euro cutoff rise per m/s: higher follows fast moves more closely",
     )
     rig_foot_lock: BoolProperty(
         name="Foot Lock",
@@ -200,7 +206,8 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
                     "rig_naming",
                     "rig_face",
                     "rig_smoothing",
-                    "rig_smoothing_strength",
+                    "rig_min_cutoff",
+                    "rig_beta",
                     "rig_foot_lock",
                 ),
             ),

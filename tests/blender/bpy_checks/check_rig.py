@@ -111,11 +111,6 @@ def test_blender_poses_the_truth_body_like_the_written_keypoints(truth_data, sol
         )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 28 open: the default speed-adaptive clean-up keeps fast motion but "
-    "leaves this 1.5 mm noise at ~4.5 deg on arms and hands (measured 4.45; joints 0.84 cm pass)",
-)
 def test_rig_joints_within_1cm_and_rotations_within_3_degrees(solved):
     """The maximum over every frame: joints within 1 cm; body and limb rotations within 3 deg on every frame
     with neighbours on both sides (the first and last frame are filtered from one side only: within 4.5 deg,
