@@ -172,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
     p.add_argument(
+        "--progress",
+        choices=("auto", "json"),
+        default="auto",
+        help="auto: a bar on a terminal, a line every 30 s in logs (stderr); json: one JSON event per line on "
+        "stdout for programs driving the CLI (docs/cli.md, 'Progress stream')",
+    )
+    p.add_argument(
         "--writers",
         type=_writers,
         default=DEFAULT_WRITERS,
@@ -273,8 +280,19 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("source", help="the .pth/.bin/.pt file (read with torch.load(weights_only=True))")
     v.add_argument("destination", help="the .safetensors file to write")
 
-    i = sub.add_parser("info", help="print what a checkpoint is (size, task, architecture) from its header")
-    i.add_argument("checkpoint", help="path to a .safetensors file")
+    i = sub.add_parser(
+        "info",
+        help="print what a checkpoint is (size, task, architecture) from its header; without one, what this "
+        "install is (version, device, checkpoints found)",
+    )
+    i.add_argument("checkpoint", nargs="?", help="path to a .safetensors file")
+    i.add_argument(
+        "--checkpoint-dir",
+        help="without CHECKPOINT: the folder to list (default: $SAPIENS2_HOME or ~/.cache/sapiens2)",
+    )
+    i.add_argument(
+        "--json", action="store_true", help="without CHECKPOINT: print the report as one JSON object"
+    )
     i.add_argument("--sha256", action="store_true", help="also hash the file")
     return parser
 

@@ -1,29 +1,116 @@
-"""`sapiens2 predict`: command-line arguments → a predict job (core.studio.job) → a summary on stderr."""
+"""`sapiens2 predict`: command-line arguments → a predict job (core.studio.job) → a summary on stderr, and with
+`--progress json` a stream of JSON events on stdout (cli/progress.py `Events`, docs/cli.md "Progress stream")."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
 from ..core.studio.engines.dispatch import run_prepared
 from ..core.studio.errors import StudioError
 from ..core.studio.host import Host
 from ..core.studio.job import PredictJob
 from .arguments import UsageError, job_spec
-from .progress import Progress
+from .progress import Events, FrameEvents, Progress
 
 
-def run_predict(args: argparse.Namespace) -> int:
+class EventHost(Host):
+    """The plain host, plus a `model_loaded` event when a model first runs (the engine loads models lazily, only
+    for the frames that need them, and activates them right before computing) and live `warning` events."""
+
+    def __init__(self, events: Events) -> None:
+        super().__init__(on_note=events.warning if events.enabled else None)  # else printed after the bar
+        self.events = events
+        self._announced: set[int] = set()
+
+    def activate_all(self, models: dict[str, Any]) -> Any:
+        for task, loaded in models.items():
+            if id(loaded) not in self._announced:
+                self._announced.add(id(loaded))
+                plan = loaded.plan
+                self.events.emit(
+                    "model_loaded",
+                    task=task,
+                    checkpoint=loaded.checkpoint,
+                    path=os.fspath(loaded.path) if loaded.path else None,
+                    size=getattr(loaded.spec, "size", None),
+                    device=str(plan.device),
+                    dtype=plan.dtype_name,
+                )
+        return super().activate_all(models)
+
+
+def _inputs(job: PredictJob) -> list[dict[str, Any]]:
+    """The start event's inputs, as the engine collected them (names are the output names)."""
+    out = []
+    for item in job.jobs:
+        if hasattr(item, "frames"):
+            kind = "video" if item.video is not None else "sequence"
+            frames = None if item.video is not None else len(item.frames)
+            path = item.video if item.video is not None else (item.frames[0].parent if item.frames else None)
+            out.append({"kind": kind, "name": item.name, "frames": frames, "path": os.fspath(path or "")})
+        else:
+            out.append({"kind": "image", "name": item.name, "frames": 1, "path": os.fspath(item.path)})
+    return out
+
+
+def _results(job: PredictJob) -> list[dict[str, Any]]:
+    """What to open: each input's bundle JSON (an image's frame, a sequence's index) and whether it is there
+    (a sequence stopped by a broken frame has no index, only its partial marker)."""
+    out = []
+    for item in job.jobs:
+        if hasattr(item, "frames"):
+            path = job.out / item.name / f"{item.name}.sequence.json"
+            kind = "sequence"
+        else:
+            path, kind = job.out / f"{item.name}.json", "image"
+        out.append({"kind": kind, "name": item.name, "path": os.fspath(path), "exists": path.is_file()})
+    return out
+
+
+def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
+    events = events or Events(None)
     try:
-        job = PredictJob(job_spec(args), host=Host(on_note=None))  # notes are printed after the progress bar
+        job = PredictJob(job_spec(args), host=EventHost(events))
     except StudioError as exc:  # the spec itself is wrong: a usage error
         raise UsageError(exc.message, hints=exc.hints) from None
-    progress = Progress(job.prepare())
-    job.on_item = progress.update
+    total = job.prepare()
+    events.emit(
+        "start",
+        schema=1,
+        command="predict",
+        run_id=job.run_info.id,
+        out=os.fspath(job.out),
+        url=os.fspath(job.spec.out) if job.remote is not None else None,
+        tasks=list(job.tasks),
+        engine=job.spec.engine,
+        total=total,
+        inputs=_inputs(job),
+    )
+    progress = Progress(total, quiet=events.enabled)
+    frames = FrameEvents(events, job.report, total)
+
+    def on_item(n: int, label: str) -> None:
+        progress.update(n, label)
+        frames(n, label)
+
+    job.on_item = on_item
+    status = "failed"  # what the progress's last line says if the run does not come back
     try:
         report = run_prepared(job)  # the engine the spec names
+        status = "failed" if report.failures else "done"
+    except BaseException as exc:
+        if not isinstance(exc, Exception):  # Ctrl-C, SIGTERM (main.Terminated): stopped, not broken
+            status = "stopped"
+        raise
     finally:
-        progress.close()
+        progress.close(status)
+    for message in report.notes:
+        events.warning(message)  # those not streamed live (a distributed engine's)
+    for message in report.retried:
+        events.warning(message, kind="retried")
     for message in report.notes:
         print(f"sapiens2 predict: note: {message}", file=sys.stderr)
     for message in report.retried:
@@ -35,5 +122,19 @@ def run_predict(args: argparse.Namespace) -> int:
     print(f"sapiens2: wrote {report.written} result(s) to {where}{kept}", file=sys.stderr)
     if report.failures:
         print(f"sapiens2 predict: {len(report.failures)} input(s) failed (see above)", file=sys.stderr)
-        return 1
-    return 0
+    code = 1 if report.failures else 0
+    events.emit(
+        "finished",
+        status="failed" if report.failures else "ok",
+        exit_code=code,
+        written=report.written,
+        kept=report.skipped,
+        failed=len(report.failures),
+        failures=list(report.failures),
+        frames=frames.done,
+        out=os.fspath(report.out),
+        published=report.published,
+        run_id=report.run_id,
+        results=_results(job),
+    )
+    return code

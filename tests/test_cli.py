@@ -248,7 +248,7 @@ def test_wrong_task_checkpoint(tmp_path: Path, capsys, checkpoints) -> None:
         "--checkpoint",
         f"pose={checkpoints['seg']}",
     )
-    assert rc == 1 and "is a seg checkpoint, but a pose model is needed" in err
+    assert rc == 4 and "is a seg checkpoint, but a pose model is needed" in err  # EXIT_CHECKPOINT
     assert not (tmp_path / "out").exists()
 
 
@@ -257,7 +257,7 @@ def test_missing_checkpoint_no_download(tmp_path: Path, capsys) -> None:
     rc, err = _predict(
         capsys, tmp_path / "out", [str(tmp_path / "a.png")], {"home": tmp_path / "nohome"}, "normal"
     )
-    assert rc == 1
+    assert rc == 4  # EXIT_CHECKPOINT
     assert (
         "https://huggingface.co/facebook/sapiens2-normal-0.4b/resolve/main/sapiens2_0.4b_normal.safetensors"
         in err

@@ -107,7 +107,7 @@ def test_matting_alone_masks_by_alpha_and_is_carried_over_by_a_rerun_of_another_
 
 def test_a_forced_size_matting_was_never_released_at_fails_first(capsys, home, photo, tmp_path):
     rc, err = _run(capsys, home, tmp_path / "out", photo, "--tasks", "seg,matting", "--size", "0.4b")
-    assert rc == 1
+    assert rc == 4  # EXIT_CHECKPOINT: no such official file
     assert "there is no official matting checkpoint of size 0.4b; matting is released in sizes 1b" in err
     assert "leave out --size (each task then uses its own default: matting 1b)" in err
     assert "Traceback" not in err and not (tmp_path / "out").exists()

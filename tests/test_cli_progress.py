@@ -56,3 +56,27 @@ def test_terminal_output_uses_tqdm_when_installed():
     progress.close()
     text = stream.getvalue()
     assert "3/3" in text and "img/s" in text and text.endswith("\n")
+
+
+@pytest.mark.parametrize("status", ["stopped", "failed"])
+def test_the_last_log_line_says_how_the_run_ended(status):
+    """Issue 33: a run stopped by Ctrl-C/SIGTERM or ended by failures no longer ends its log with `done`."""
+    stream, clock = io.StringIO(), _Clock()
+    progress = Progress(10, stream=stream, log_interval=10.0, clock=clock)
+    for _ in range(4):
+        clock.now += 1.0
+        progress.update(1, "frame")
+    progress.close(status)
+    last = stream.getvalue().splitlines()[-1]
+    assert last == f"predict: 4/10 images (1.00 img/s) {status}"
+
+
+def test_a_run_stopped_before_any_image_still_says_so():
+    stream = io.StringIO()
+    Progress(5, stream=stream).close("stopped")
+    assert stream.getvalue().startswith("predict: 0/5 images") and stream.getvalue().endswith("stopped\n")
+    quiet = io.StringIO()
+    progress = Progress(5, stream=quiet, quiet=True)  # --progress json: the event stream reports instead
+    progress.update(1, "x")
+    progress.close("done")
+    assert quiet.getvalue() == ""
