@@ -294,6 +294,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="without CHECKPOINT: print the report as one JSON object"
     )
     i.add_argument("--sha256", action="store_true", help="also hash the file")
+
+    from .export import add_export_parser
+
+    add_export_parser(sub)
     return parser
 
 

@@ -168,6 +168,10 @@ def _command(args: argparse.Namespace, events: Events | None = None) -> int:
             from .check import run_check
 
             return run_check(args)
+        if args.command == "export":
+            from .export import run_export
+
+            return run_export(args)
         if args.command == "download":
             return cmd_download(args)
         if args.command == "convert":
