@@ -31,7 +31,16 @@ from .arrays import all_finite
 from .errors import FormatError
 from .exr import srgb_to_linear
 
-__all__ = ["OPENCV_TO_FILE", "Mesh", "encode_png", "pointmap_to_mesh", "write_glb", "write_mesh", "write_ply"]
+__all__ = [
+    "OPENCV_TO_FILE",
+    "Mesh",
+    "encode_png",
+    "pointmap_to_mesh",
+    "vertex_pixels",
+    "write_glb",
+    "write_mesh",
+    "write_ply",
+]
 
 # OpenCV camera frame → the files' frame (glTF: y up, z toward the viewer): a rotation of 180° about x, so
 # triangle winding is preserved.
@@ -64,6 +73,22 @@ def _as_uint8_rgb(colors: Any) -> np.ndarray:
     return np.clip(np.rint(arr.astype(np.float32) * 255.0), 0, 255).astype(np.uint8)
 
 
+def vertex_pixels(points: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """(H, W) bool: the pixels that become vertices of `pointmap_to_mesh` (finite point, Z > 0, inside `mask`),
+    in the mesh's vertex order when read row-major, so other writers can attach per-pixel data to its vertices."""
+    pts = np.asarray(points, dtype=np.float32)
+    if pts.ndim != 3 or pts.shape[2] != 3:
+        raise FormatError(f"points must be (H, W, 3), got {pts.shape}")
+    height, width = pts.shape[:2]
+    valid = all_finite(pts) & (pts[..., 2] > 0)
+    if mask is not None:
+        m = np.asarray(mask)
+        if m.shape != (height, width):
+            raise FormatError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
+        valid &= m > 0.5 if m.dtype != bool else m
+    return valid
+
+
 def pointmap_to_mesh(
     points: np.ndarray,
     colors: np.ndarray | None = None,
@@ -80,12 +105,7 @@ def pointmap_to_mesh(
     if pts.ndim != 3 or pts.shape[2] != 3:
         raise FormatError(f"points must be (H, W, 3), got {pts.shape}")
     height, width = pts.shape[:2]
-    valid = all_finite(pts) & (pts[..., 2] > 0)
-    if mask is not None:
-        m = np.asarray(mask)
-        if m.shape != (height, width):
-            raise FormatError(f"mask must be (H, W) = {(height, width)}, got {m.shape}")
-        valid &= m > 0.5 if m.dtype != bool else m
+    valid = vertex_pixels(pts, mask)
     index = np.full((height, width), -1, dtype=np.int64)
     index[valid] = np.arange(int(valid.sum()))
     depth = np.where(valid, pts[..., 2], np.nan)
