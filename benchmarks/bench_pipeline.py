@@ -203,12 +203,24 @@ def direct_io(on: bool) -> Any:
     except ImportError:
         yield
         return
-    saved = module.ENABLED
-    module.ENABLED = saved and on
+    if hasattr(module, "ENABLED"):  # engines that read the switch once, at import
+        saved = module.ENABLED
+        module.ENABLED = saved and on
+        try:
+            yield
+        finally:
+            module.ENABLED = saved
+        return
+    saved_switch = os.environ.get("SAPIENS2_DIRECT_IO")
+    if not on:
+        os.environ["SAPIENS2_DIRECT_IO"] = "0"
     try:
         yield
     finally:
-        module.ENABLED = saved
+        if saved_switch is None:
+            os.environ.pop("SAPIENS2_DIRECT_IO", None)
+        else:
+            os.environ["SAPIENS2_DIRECT_IO"] = saved_switch
 
 
 def synchronize(device: str) -> None:

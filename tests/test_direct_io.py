@@ -35,7 +35,7 @@ def disk(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def buffered(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(direct_io, "ENABLED", False)
+    monkeypatch.setenv(direct_io.SWITCH, "0")
 
 
 def _write_pattern(path: Path, sizes: list[int], head: int, patches: list[tuple[int, bytes]]) -> bytes:
@@ -112,7 +112,7 @@ def test_a_direct_file_leaves_the_page_cache_alone(disk: Path, monkeypatch: pyte
     resident, pages = _resident_pages(direct)
     assert resident <= 2, f"{resident} of {pages} pages of a direct file are cached"
 
-    monkeypatch.setattr(direct_io, "ENABLED", False)
+    monkeypatch.setenv(direct_io.SWITCH, "0")
     cached = disk / "cached.bin"
     out = open_sequential(cached, head=100)
     out.write(data)
@@ -192,7 +192,7 @@ def test_exr_files_are_the_same_bytes_direct_or_buffered(
     import OpenEXR
 
     _exr(disk / "direct.exr", compression)
-    monkeypatch.setattr(direct_io, "ENABLED", False)
+    monkeypatch.setenv(direct_io.SWITCH, "0")
     _exr(disk / "buffered.exr", compression)
     assert (disk / "direct.exr").read_bytes() == (disk / "buffered.exr").read_bytes()
     channels = OpenEXR.File(str(disk / "direct.exr"), separate_channels=True).channels()

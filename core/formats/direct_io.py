@@ -31,13 +31,27 @@ try:
 except ImportError:  # Windows: never direct (no O_DIRECT there either)
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["BLOCK", "DIRECT_FILESYSTEMS", "SequentialFile", "direct_io_supported", "open_sequential"]
+__all__ = [
+    "BLOCK",
+    "DIRECT_FILESYSTEMS",
+    "SequentialFile",
+    "direct_io_enabled",
+    "direct_io_supported",
+    "open_sequential",
+]
 
 # direct writes: offsets, lengths and memory aligned to this (every current disk's logical block size divides it)
 BLOCK = 4096
 BUFFER = 4 << 20  # bytes gathered per direct write
 DIRECT_FILESYSTEMS = frozenset({"ext4", "xfs", "btrfs", "f2fs"})
-ENABLED = hasattr(os, "O_DIRECT") and fcntl is not None and os.environ.get("SAPIENS2_DIRECT_IO", "1") != "0"
+_PLATFORM_HAS_DIRECT = hasattr(os, "O_DIRECT") and fcntl is not None
+SWITCH = "SAPIENS2_DIRECT_IO"  # "0" turns direct writes off (read at each use, so a host can change it at run time)
+
+
+def direct_io_enabled() -> bool:
+    """Whether this platform has direct writes and the user has not switched them off (SAPIENS2_DIRECT_IO=0)."""
+    return _PLATFORM_HAS_DIRECT and os.environ.get(SWITCH, "1") != "0"
+
 
 _buffers = threading.local()  # one aligned buffer per writer thread, reused from file to file
 
@@ -73,7 +87,7 @@ def _mount_type(target: str) -> str | None:
 
 def direct_io_supported(folder: str | os.PathLike[str]) -> bool:
     """Whether files in `folder` are written with O_DIRECT (see the module docstring)."""
-    return ENABLED and _mount_type(os.path.realpath(folder)) in DIRECT_FILESYSTEMS
+    return direct_io_enabled() and _mount_type(os.path.realpath(folder)) in DIRECT_FILESYSTEMS
 
 
 def _take_buffer() -> mmap.mmap:
