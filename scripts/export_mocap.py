@@ -47,9 +47,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--format", nargs="+", choices=["bvh", "fbx"], default=["bvh"])
     p.add_argument("--naming", choices=["MIXAMO", "RIGIFY", "UE"], default="MIXAMO")
     p.add_argument("--face", choices=["NONE", "BONES", "EMPTIES"], default="NONE")
-    p.add_argument("--no-smoothing", action="store_true", help="solve from the raw keypoints")
-    p.add_argument("--min-cutoff", type=float, default=1.5, help="One-Euro cutoff at rest (Hz)")
-    p.add_argument("--beta", type=float, default=20.0, help="One-Euro cutoff rise per m/s")
+    p.add_argument("--no-smoothing", action="store_true", help="follow the keypoints exactly (no clean-up)")
+    p.add_argument(
+        "--strength", type=float, default=1.0, help="clean-up strength (1 default, 2 twice as smooth)"
+    )
     p.add_argument("--foot-lock", action="store_true")
     p.add_argument("--up", choices=["Z", "Y"], default="Z", help="scene up axis of the import")
     p.add_argument("--scale", type=float, default=1.0, help="metres -> scene units")
@@ -71,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         rig_naming=args.naming,
         rig_face=args.face,
         rig_smoothing=not args.no_smoothing,
-        rig_min_cutoff=args.min_cutoff,
-        rig_beta=args.beta,
+        rig_smoothing_strength=args.strength,
         rig_foot_lock=args.foot_lock,
         up_axis=args.up,
         global_scale=args.scale,

@@ -27,8 +27,7 @@ def rig_settings(options: ImportOptions) -> RigSettings:
     up = convert_normals(np.array([0.0, -1.0, 0.0]), options.up_axis)  # image up, in the Blender frame
     return RigSettings(
         smoothing=options.rig_smoothing,
-        min_cutoff=options.rig_min_cutoff,
-        beta=options.rig_beta / options.global_scale,  # per metre/s, so the filter does not depend on Scale
+        strength=options.rig_smoothing_strength,
         foot_lock=options.rig_foot_lock,
         up=tuple(float(v) for v in up),
         with_root=naming.with_root,

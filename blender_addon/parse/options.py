@@ -27,9 +27,8 @@ class ImportOptions:
     import_rig: bool = False
     rig_naming: str = "MIXAMO"  # "MIXAMO" | "RIGIFY" | "UE" (parse/rig_names.py)
     rig_face: str = "NONE"  # "NONE" | "BONES" | "EMPTIES": the face points, following the head
-    rig_smoothing: bool = True  # zero-phase One-Euro on the keypoints before solving
-    rig_min_cutoff: float = 1.5  # Hz
-    rig_beta: float = 20.0  # cutoff rise per m/s
+    rig_smoothing: bool = True  # the solve's speed-adaptive clean-up (off: keypoints followed exactly)
+    rig_smoothing_strength: float = 1.0  # 1 = default, 2 = twice as smooth (parse/rig_filters.CleanUp)
     rig_foot_lock: bool = False
 
     @classmethod
@@ -51,5 +50,5 @@ class ImportOptions:
             raise ValueError(f"rig_naming must be MIXAMO, RIGIFY or UE, got {self.rig_naming!r}")
         if self.rig_face not in ("NONE", "BONES", "EMPTIES"):
             raise ValueError(f"rig_face must be NONE, BONES or EMPTIES, got {self.rig_face!r}")
-        if self.rig_min_cutoff <= 0 or self.rig_beta < 0:
-            raise ValueError("rig_min_cutoff must be > 0 and rig_beta >= 0")
+        if not 0 < self.rig_smoothing_strength <= 10:
+            raise ValueError(f"rig_smoothing_strength must be in (0, 10], got {self.rig_smoothing_strength}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .poses import fill_gaps
-from .rig_filters import lock_feet, zero_phase_one_euro
+from .rig_filters import CleanUp, lock_feet
 from .rig_keypoints import KeypointIndex
 from .rig_measure import measure
 from .rig_skeleton import Measurements, RestPose, rest_pose
@@ -22,9 +22,10 @@ from .rig_solve import Motion, solve
 class RigSettings:
     """Clean-up and shape options for one rig (the import options' ``rig_*`` fields)."""
 
-    smoothing: bool = True  # zero-phase One-Euro on the keypoints
-    min_cutoff: float = 1.5  # Hz, One-Euro cutoff at rest (lower = smoother)
-    beta: float = 20.0  # One-Euro cutoff rise per unit/s of speed (higher = follows fast moves closer)
+    smoothing: bool = (
+        True  # the solve's speed-adaptive clean-up (False: the keypoints are followed as they are)
+    )
+    strength: float = 1.0  # clean-up strength (rig_filters.CleanUp.from_strength): 2 = twice as smooth
     foot_lock: bool = False
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)  # world up, for ground contact
     with_root: bool = False
@@ -46,13 +47,11 @@ class SolvedRig:
 def clean_tracks(
     tracks: np.ndarray, valid: np.ndarray, times: np.ndarray, fps: float, kp: KeypointIndex, s: RigSettings
 ):
-    """Low-confidence samples interpolated in time, then smoothed, then feet locked (in that order, so the
-    filter never sees a dropped joint and the lock holds the smoothed foot)."""
+    """Low-confidence samples interpolated in time, then feet locked (so the contact detector never sees a
+    dropped joint). No smoothing here: the clean-up, when asked for, runs in the solve, in joint space."""
     fallback = np.where(valid[..., None], tracks, np.nan)
     fallback = np.nan_to_num(np.nanmedian(fallback, axis=0)) if valid.any() else np.zeros(tracks.shape[1:])
     cleaned = fill_gaps(tracks, valid, fallback, times)
-    if s.smoothing and cleaned.shape[0] > 2:
-        cleaned = zero_phase_one_euro(cleaned, fps, s.min_cutoff, s.beta)
     contacts: dict[str, list[tuple[int, int]]] = {}
     if s.foot_lock and cleaned.shape[0] > 2:
         cleaned, contacts = lock_feet(
@@ -78,5 +77,6 @@ def solve_person(
     cleaned, contacts = clean_tracks(np.asarray(tracks, dtype=np.float64), valid, times, fps, kp, s)
     m = measure(cleaned, valid, kp)
     rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel, bend=s.rest_bend)
-    motion = solve(cleaned, kp, m, rest)
+    cleanup = CleanUp.from_strength(s.strength) if s.smoothing else None
+    motion = solve(cleaned, kp, m, rest, cleanup, fps)
     return SolvedRig(m, rest, motion, cleaned, list(names), contacts)

@@ -16,17 +16,16 @@ rotation, and the conventions for what keypoints cannot see:
   forearm (pronation);
 - fingers: each segment aimed at the next observed joint, no twist.
 
-Every observation is also filtered over time *in joint space* -- as the parent bone sees it -- with
-``rig_filters.smooth_track`` (a Whittaker smoother: exact for any motion quadratic in time, centred, no lag).
-Joint angles change far more slowly than world orientations (the world frame of a hand adds up the hips,
-spine, shoulder and elbow), so this averages several frames of noise without rounding real motion. It matters
-most for twists read from short side references: measured on the tests' ground truth at 1.5 mm noise, a hand's
-knuckle spread (6 cm) gives its twist 1.5 deg of noise per frame, and a 17 deg elbow bend puts the elbow 4 cm
-from the shoulder-wrist line, so 1.5 mm at the elbow turns the bend plane -- the upper arm's twist -- by 2 deg.
-The bend plane's frames are weighted by how bent the limb is (information ~ sin^2 of the bend), so a nearly
-straight frame borrows its twist from its better-bent neighbours, and a limb straight for long keeps its
-parent's twist. The first and last frames have neighbours on one side only, so they keep about twice the
-noise of the others (the limit of any estimator that does not round motion).
+Nothing is filtered unless the user asks for clean-up: given keypoints consistent with a rig, the solve gives
+that rig back exactly. The one thing that cannot be read per frame is a straight limb's twist (its bend plane is
+undefined): frames bent less than ``WEAK_BEND`` take the upper bone's twist from the better-bent frames around
+them (``rig_filters.fill_weak``), and a limb straight for the whole clip keeps its parent's twist.
+
+Clean-up (``rig_filters.CleanUp``) is speed-adaptive and runs *in joint space* -- on each quantity as the parent
+bone sees it (a bone's direction or rotation, a twist), and on the pelvis -- where motion is slower than in the
+world (a hand's world frame adds up the hips, spine, shoulder and elbow). A still joint loses its jitter; a fast
+one keeps its motion (the cut-off opens with the local speed). Bend-plane twists are weighted by how bent the limb
+is (information ~ sin^2 of the bend), so nearly straight frames lean on their neighbours.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rig_filters import smooth_track
+from .rig_filters import CleanUp, adaptive_smooth, fill_weak
 from .rig_frames import hips_frame
 from .rig_keypoints import FINGER_WORD, KeypointIndex, body_names, finger_joint
 from .rig_math import (
@@ -50,14 +49,8 @@ from .rig_math import (
 )
 from .rig_skeleton import HAND_REST, HEAD_REST, SIDES, SOLE_REST, Measurements, RestPose, side_frame
 
-# Stiffness of the joint-space filters (``smooth_track``; half-width ~ stiffness^(1/6) frames). Measured on the
-# tests' ground truth (tests/test_rig_solver.py): directions settle best at 100 (~2 frames), twists and
-# layouts at 300 (~2.6 frames); 10x stiffer rounds the truth's fastest turns by more than it removes noise.
-AIM_STIFFNESS = 100.0  # aimed bones' directions, and the hips' axes (world: the root has no parent)
-TWIST_STIFFNESS = 300.0  # spine twist and the limbs' bend-plane twist
-FIT_STIFFNESS = 300.0  # head, hand and foot layouts
-BEND_REFERENCE = np.sin(np.radians(30.0))  # a frame bent this much counts once in the bend-plane average
-STRAIGHT_SIN = np.sin(np.radians(1.0))  # below about this bend a limb keeps its parent's twist
+BEND_REFERENCE = np.sin(np.radians(12.0))  # clean-up: a frame bent less than this leans on its neighbours
+WEAK_BEND = np.sin(np.radians(2.0))  # below this bend a frame's twist comes from its neighbours
 
 
 @dataclass
@@ -73,8 +66,10 @@ class Motion:
 
 
 class _Solver:
-    def __init__(self, tracks: np.ndarray, kp: KeypointIndex, m: Measurements, rest: RestPose):
+    def __init__(self, tracks: np.ndarray, kp: KeypointIndex, m: Measurements, rest: RestPose,
+                 cleanup: CleanUp | None, fps: float):  # fmt: skip
         self.tracks, self.kp, self.m, self.rest = tracks, kp, m, rest
+        self.cleanup, self.fps = cleanup, float(fps)
         frames = tracks.shape[0]
         self.rot = np.tile(rest.frames[None], (frames, 1, 1, 1))
         self.heads = np.tile(rest.heads[None], (frames, 1, 1))
@@ -105,11 +100,32 @@ class _Solver:
     def set(self, bone: str, rotation: np.ndarray) -> None:
         self.rot[:, self.i(bone)] = rotation
 
-    def steady(self, parent: np.ndarray, vectors: np.ndarray, stiffness: float = AIM_STIFFNESS) -> np.ndarray:
-        """World vectors (T, ..., 3) filtered over time as ``parent`` (T, 3, 3) sees them, i.e. in joint space,
-        where they move slowly enough to average several frames without rounding real motion."""
+    def smooth(
+        self, x: np.ndarray, weights: np.ndarray | None = None, speed_scale: float = 1.0
+    ) -> np.ndarray:
+        """The clean-up on (T, ..., C) tracks, or the tracks as they are when the user asked for none."""
+        if self.cleanup is None:
+            return x
+        return adaptive_smooth(x, self.fps, self.cleanup, weights, speed_scale)
+
+    def steady(self, parent: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+        """Unit world vectors (T, ..., 3) cleaned up as ``parent`` (T, 3, 3) sees them, i.e. in joint space."""
+        if self.cleanup is None:
+            return vectors
         local = np.einsum("tji,t...j->t...i", parent, vectors)
-        return np.einsum("tij,t...j->t...i", parent, smooth_track(local, stiffness=stiffness))
+        return np.einsum("tij,t...j->t...i", parent, normalize(self.smooth(local)))
+
+    def steady_frame(self, parent: np.ndarray | None, frames: np.ndarray) -> np.ndarray:
+        """World rotations (T, 3, 3) cleaned up relative to ``parent`` (None: in the world), kept rotations."""
+        if self.cleanup is None:
+            return frames
+        local = frames if parent is None else np.swapaxes(parent, -1, -2) @ frames
+        flat = self.smooth(local.reshape(-1, 9) / np.sqrt(2.0)).reshape(-1, 3, 3) * np.sqrt(2.0)
+        u, _, vt = np.linalg.svd(flat)
+        d = np.sign(np.linalg.det(u @ vt))
+        u[..., :, 2] *= d[:, None]
+        cleaned = u @ vt
+        return cleaned if parent is None else parent @ cleaned
 
     def parent_delta(self, bone: str) -> np.ndarray:
         return self.delta(self.rest.parent[self.i(bone)])
@@ -119,12 +135,14 @@ class _Solver:
         return self.aim_all([bone], [target])[0]
 
     def aim_all(self, bones: list[str], targets: list[np.ndarray]) -> list[np.ndarray]:
-        """``aim`` for bones that do not depend on each other (one finger segment of every finger), filtered
+        """``aim`` for bones that do not depend on each other (one finger segment of every finger), cleaned up
         in one call."""
         heads = [self.place(bone) for bone in bones]
         parents = np.stack([self.parent_delta(bone) for bone in bones], axis=1)  # (T, n, 3, 3)
         seen = np.stack([normalize(t - h) for t, h in zip(targets, heads)], axis=1)
-        local = smooth_track(np.einsum("tnji,tnj->tni", parents, seen), stiffness=AIM_STIFFNESS)
+        local = np.einsum("tnji,tnj->tni", parents, seen)
+        if self.cleanup is not None:
+            local = normalize(self.smooth(local))
         directions = np.einsum("tnij,tnj->tni", parents, local)
         frames = []
         for k, bone in enumerate(bones):
@@ -134,13 +152,20 @@ class _Solver:
         return frames
 
     def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray) -> None:
-        """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. The points'
-        offsets from their centre only turn with the part, so they are filtered as the parent bone sees them
-        (a wrist's flexion and pronation are slow; the hand's world orientation is not)."""
+        """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. Clean-up works on
+        the fitted rotation as the parent bone sees it (a wrist's flexion is slow; the hand's world frame is not)."""
         b = self.i(bone)
         parent = self.delta(self.rest.parent[b])
-        offsets = self.steady(parent, observed - observed.mean(axis=1, keepdims=True), FIT_STIFFNESS)
-        self.set(bone, kabsch(local, offsets) @ part_rest.T @ self.rest.frames[b])
+        offsets = observed - observed.mean(axis=1, keepdims=True)
+        part = self.steady_frame(parent, kabsch(local, offsets))
+        self.set(bone, part @ part_rest.T @ self.rest.frames[b])
+
+    def steady_angle(self, angle: np.ndarray) -> np.ndarray:
+        """An angle track cleaned up as its (cos, sin) vector: no unwrapping, a turn through 180 deg is fine."""
+        if self.cleanup is None:
+            return angle
+        unit = self.smooth(np.stack([np.cos(angle), np.sin(angle)], axis=-1))
+        return np.arctan2(unit[:, 1], unit[:, 0])
 
     # --- body parts ----------------------------------------------------------------------------------------
     def torso(self) -> None:
@@ -148,18 +173,16 @@ class _Solver:
             self.heads[:, self.i("root")] = self.rest.heads[self.i("root")]
         hips = self.i("hips")
         neck = self.p("neck")
-        self.heads[:, hips] = self.kp.pelvis(self.tracks)
+        # The root has no parent: its position and axes are cleaned up in the world (speed in torso lengths/s).
+        torso = sum(self.m.lengths[b] for b in ("hips", "spine", "spine1", "spine2"))
+        self.heads[:, hips] = self.smooth(self.kp.pelvis(self.tracks), speed_scale=1.0 / max(torso, 1e-9))
         observed = hips_frame(self.p("left_hip"), self.p("right_hip"), neck)
-        # The root has no parent: its axes are filtered in the world, hip line kept exact after filtering.
-        x, y = np.moveaxis(smooth_track(observed[..., :, :2], stiffness=AIM_STIFFNESS), -1, 0)
-        x = normalize(x)
-        y = normalize(reject(y, x))
-        self.set("hips", np.stack([x, y, np.cross(x, y)], axis=-1))
+        self.set("hips", self.steady_frame(None, observed))
         self.place("spine")
         straight = self.aim("spine", neck)
         axis = straight[..., :, 1]
         shoulders = self.p("left_shoulder") - self.p("right_shoulder")
-        twist = _steady_angle(signed_angle(straight[..., :, 0], shoulders, axis))
+        twist = self.steady_angle(signed_angle(straight[..., :, 0], shoulders, axis))
         for k, bone in enumerate(("spine", "spine1", "spine2"), start=1):
             self.place(bone)
             self.set(bone, axis_angle(axis, twist * k / 3.0) @ straight)
@@ -178,26 +201,27 @@ class _Solver:
         bend, goal = self.p(pole), self.p(target)
         length = self.m.lengths[upper.split(".")[0]]
         seen_up = normalize(bend - start)
-        # The bend plane through the observed joints, not the filtered ones: near a straight limb a 1 mm shift
-        # of the elbow turns the plane by degrees, so a filtered (slightly rounded) elbow would bias the twist.
+        # The bend plane through the observed joints, not the cleaned-up ones: near a straight limb a 1 mm shift
+        # of the elbow turns the plane by degrees, so a smoothed (slightly rounded) elbow would bias the twist.
         plane = np.cross(seen_up, normalize(goal - (start + length * seen_up)))
         bent = np.linalg.norm(plane, axis=-1)
-        up_dir = normalize(self.steady(self.parent_delta(upper), seen_up))
+        up_dir = self.steady(self.parent_delta(upper), seen_up)
         carried = self.carried(upper)
         swung = shortest_arc(carried[..., :, 1], up_dir) @ carried  # aimed, keeping the parent's twist
-        # The plane's normal as the swung bone sees it: (cos, sin) of the upper bone's own twist. Frames count
-        # by their information (~ sin^2 of the bend); a weak pull towards no twist decides when none is bent.
+        # The plane's normal as the swung bone sees it: (cos, sin) of the upper bone's own twist. A frame too
+        # straight to show its plane takes the twist from its neighbours; a limb never bent keeps no twist.
         unit = normalize(plane)
         seen = np.stack([np.sum(unit * swung[..., :, 0], -1), -np.sum(unit * swung[..., :, 2], -1)], -1)
-        weight = (bent / BEND_REFERENCE) ** 2
-        prior = (STRAIGHT_SIN / BEND_REFERENCE) ** 2
-        seen = (weight[:, None] * seen + prior * np.array([1.0, 0.0])) / (weight + prior)[:, None]
-        track = smooth_track(seen, weight + prior, stiffness=TWIST_STIFFNESS)
-        frame = swung @ rotation_y(np.arctan2(track[:, 1], track[:, 0]))
+        ok = bent > WEAK_BEND
+        seen = fill_weak(seen, ok) if ok.any() else np.tile([1.0, 0.0], (len(seen), 1))
+        if self.cleanup is not None:
+            information = np.clip((bent / BEND_REFERENCE) ** 2, 0.0, 1.0)
+            seen = self.smooth(seen, weights=np.where(ok, information, 0.0))
+        frame = swung @ rotation_y(np.arctan2(seen[:, 1], seen[:, 0]))
         self.set(upper, frame)
         self.place(lower)
         low_dir = normalize(goal - (start + length * up_dir))
-        low_dir = normalize(self.steady(self.delta(self.i(upper)), low_dir))
+        low_dir = self.steady(self.delta(self.i(upper)), low_dir)
         normal = normalize(reject(frame[..., :, 0], low_dir))
         hinge = np.stack([normal, low_dir, np.cross(normal, low_dir)], axis=-1)
         self.set(lower, hinge)
@@ -235,15 +259,17 @@ class _Solver:
                 self.set(child, self.carried(child))
 
 
-def _steady_angle(angle: np.ndarray, stiffness: float = TWIST_STIFFNESS) -> np.ndarray:
-    """An angle track filtered as its (cos, sin) vector: no unwrapping, and a turn through 180 deg is fine."""
-    unit = smooth_track(np.stack([np.cos(angle), np.sin(angle)], axis=-1), stiffness=stiffness)
-    return np.arctan2(unit[:, 1], unit[:, 0])
-
-
-def solve(tracks: np.ndarray, kp: KeypointIndex, m: Measurements, rest: RestPose) -> Motion:
-    """Bone frames and heads for every frame of (T, K, 3) tracks (Blender frame, cleaned, gap-free)."""
-    solver = _Solver(np.asarray(tracks, dtype=np.float64), kp, m, rest)
+def solve(
+    tracks: np.ndarray,
+    kp: KeypointIndex,
+    m: Measurements,
+    rest: RestPose,
+    cleanup: CleanUp | None = None,
+    fps: float = 30.0,
+) -> Motion:
+    """Bone frames and heads for every frame of (T, K, 3) tracks (Blender frame, gap-free). Without ``cleanup``
+    the keypoints are followed as they are; with it, joint-space speed-adaptive smoothing at ``fps``."""
+    solver = _Solver(np.asarray(tracks, dtype=np.float64), kp, m, rest, cleanup, fps)
     solver.torso()
     for side in SIDES:
         solver.arm(side)

@@ -157,23 +157,17 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
         default=_DEFAULTS.rig_face,
     )
     rig_smoothing: BoolProperty(
-        name="Smooth (One-Euro)",
+        name="Clean Up",
         default=_DEFAULTS.rig_smoothing,
-        description="Remove keypoint jitter before solving, without lag (forward and backward One-Euro)",
+        description="Speed-adaptive smoothing in the solve: still joints lose their jitter, fast moves are kept "
+        "(off: the keypoints are followed exactly)",
     )
-    rig_min_cutoff: FloatProperty(
-        name="Min Cutoff",
-        default=_DEFAULTS.rig_min_cutoff,
-        min=0.01,
-        max=30.0,
-        description="One-Euro cutoff in Hz when still: lower is smoother",
-    )
-    rig_beta: FloatProperty(
-        name="Speed Response",
-        default=_DEFAULTS.rig_beta,
-        min=0.0,
-        max=1000.0,
-        description="One-Euro cutoff rise per m/s: higher follows fast moves more closely",
+    rig_smoothing_strength: FloatProperty(
+        name="Strength",
+        default=_DEFAULTS.rig_smoothing_strength,
+        min=0.05,
+        max=10.0,
+        description="Clean-up strength: 1 keeps a 4 Hz limb motion within 5 %, 2 smooths twice as much",
     )
     rig_foot_lock: BoolProperty(
         name="Foot Lock",
@@ -206,8 +200,7 @@ class IMPORT_SCENE_OT_sapiens2_capture(bpy.types.Operator, ImportHelper):
                     "rig_naming",
                     "rig_face",
                     "rig_smoothing",
-                    "rig_min_cutoff",
-                    "rig_beta",
+                    "rig_smoothing_strength",
                     "rig_foot_lock",
                 ),
             ),
