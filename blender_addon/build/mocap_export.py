@@ -9,6 +9,7 @@ default with Blender (and in the ``bpy`` wheel); if one is missing the error say
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 import bpy
@@ -64,23 +65,65 @@ def _require(operator_path: str, addon: str):
     return op
 
 
+def _with_parents(objects) -> set:
+    found = set()
+    for obj in objects:
+        while obj is not None and obj not in found:
+            found.add(obj)
+            obj = obj.parent
+    return found
+
+
+@contextmanager
+def only_evaluating(context, keep):
+    """Everything but ``keep`` (and what it hangs from or is constrained to) disabled in the viewport while the
+    exporter steps through the frames: a default import's 308-bone keypoint armature and meshes would otherwise
+    be evaluated on every frame (seconds for 300 frames) for nothing the file carries. Restored afterwards."""
+    needed = _with_parents([o for o in keep if o is not None])
+    for obj in list(needed):
+        bones = obj.pose.bones if obj.type == "ARMATURE" and obj.pose else []
+        for owner in [obj, *bones]:
+            for constraint in getattr(owner, "constraints", []):
+                target = getattr(constraint, "target", None)
+                if target is not None:
+                    needed |= _with_parents([target])
+    hidden = [o for o in context.scene.objects if o not in needed and not o.hide_viewport]
+    for obj in hidden:
+        obj.hide_viewport = True
+    try:
+        yield
+    finally:
+        for obj in hidden:
+            obj.hide_viewport = False
+
+
+def _moving_root(rig) -> bool:
+    """True when the bone that carries the travel is the BVH root: a rig with a static ``root`` bone above the
+    pelvis (the UE preset) needs position channels below the root, or the body stays at the origin."""
+    roots = [b for b in rig.data.bones if b.parent is None]
+    return len(roots) == 1 and "root" not in list(rig.get("sapiens2_rig_canonical", []))
+
+
 def export_bvh(context, path: Path | str, rig=None, rotate_mode: str = "ZXY") -> dict:
     """Write ``path`` (.bvh) and ``<stem>.camera.json``; returns a summary (frames, fps, joints, files).
 
-    Only the root has position channels unless the rig has keyed face bones (their offsets then move too)."""
+    Only the root has position channels when the root is what moves; a rig with a static ``root`` bone (UE) or
+    keyed face bones gets position channels on every joint, so the pelvis keeps its travel."""
     rig = find_rig(context, rig)
     path = Path(path)
     scene = context.scene
     start, end = _frame_range(rig, scene)
     op = _require("export_anim.bvh", "BVH (io_anim_bvh)")
     face = rig.get("sapiens2_rig_face") == "BONES"
-    with context.temp_override(active_object=rig, object=rig, selected_objects=[rig]):
+    root_only = not face and _moving_root(rig)
+    override = context.temp_override(active_object=rig, object=rig, selected_objects=[rig])
+    with only_evaluating(context, [rig]), override:
         result = op(
             filepath=str(path),
             frame_start=start,
             frame_end=end,
             rotate_mode=rotate_mode,
-            root_transform_only=not face,
+            root_transform_only=root_only,
             global_scale=1.0,
         )
     if result != {"FINISHED"}:
@@ -107,7 +150,10 @@ def export_fbx(context, path: Path | str, rig=None, with_camera: bool = True) ->
     try:
         for obj in context.view_layer.objects:
             obj.select_set(obj in objects)
-        with context.temp_override(active_object=rig, object=rig, selected_objects=objects):
+        with (
+            only_evaluating(context, objects),
+            context.temp_override(active_object=rig, object=rig, selected_objects=objects),
+        ):
             result = op(
                 filepath=str(path),
                 use_selection=True,

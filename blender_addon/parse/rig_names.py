@@ -71,7 +71,7 @@ def _rigify() -> dict[str, str]:
         "spine1": "spine.002",
         "spine2": "spine.003",
         "neck": "spine.004",
-        "head": "spine.005",
+        "head": "spine.006",  # Rigify's human metarig: spine.004-.005 are the neck, spine.006 the head
     }
     for side in ("L", "R"):
         names.update(
