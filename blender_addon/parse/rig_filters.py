@@ -131,6 +131,20 @@ def contact_runs(flags: np.ndarray, min_frames: int) -> list[tuple[int, int]]:
     return runs
 
 
+def contact_weights(runs: list[tuple[int, int]], frames: int, blend: int = 3) -> np.ndarray:
+    """(T,) how firmly a foot is planted: 1 on its contact runs, fading linearly to 0 over ``blend`` frames on
+    either side (the same fade ``lock_feet`` gives the keypoints), 0 elsewhere."""
+    weight = np.zeros(frames)
+    for a, b in runs:
+        weight[a : b + 1] = 1.0
+        for k in range(1, blend + 1):
+            fade = 1.0 - k / (blend + 1.0)
+            for t in (a - k, b + k):
+                if 0 <= t < frames:
+                    weight[t] = max(weight[t], fade)
+    return weight
+
+
 def lock_feet(
     tracks: np.ndarray,
     kp: KeypointIndex,

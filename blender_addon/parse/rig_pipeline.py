@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .poses import fill_gaps
-from .rig_filters import CleanUp, lock_feet
+from .rig_filters import CleanUp, contact_weights, lock_feet
 from .rig_keypoints import KeypointIndex
 from .rig_measure import measure
 from .rig_skeleton import Measurements, RestPose, rest_pose
@@ -78,5 +78,9 @@ def solve_person(
     m = measure(cleaned, valid, kp)
     rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel, bend=s.rest_bend)
     cleanup = CleanUp.from_strength(s.strength) if s.smoothing else None
-    motion = solve(cleaned, kp, m, rest, cleanup, fps)
+    frames = cleaned.shape[0]
+    planted = (
+        {side: contact_weights(runs, frames) for side, runs in contacts.items()} if s.foot_lock else None
+    )
+    motion = solve(cleaned, kp, m, rest, cleanup, fps, planted)
     return SolvedRig(m, rest, motion, cleaned, list(names), contacts)

@@ -246,6 +246,76 @@ class _Solver:
             targets = [self.p(finger_joint(finger, segment + 1, side)) for finger in FINGER_WORD]
             self.aim_all(bones, targets)
 
+    def lower_hips(self, planted: dict[str, np.ndarray]) -> None:
+        """A planted ankle out of the leg's reach (a straight leg, with the pelvis measured a little high) is
+        reached by moving the whole body towards it -- bone lengths stay fixed, so the alternative is a sliding
+        foot. The body moves by each planted leg's excess along that leg, a few passes for two legs."""
+        reach = self.m.lengths["thigh"] + self.m.lengths["shin"] - 1e-4
+        for _ in range(4):
+            shift = np.zeros_like(self.heads[:, 0])
+            for side, weight in planted.items():
+                hip = self.heads[:, self.i(f"thigh.{side}")]
+                shin = self.i(f"shin.{side}")
+                ankle_now = self.heads[:, shin] + self.m.lengths["shin"] * self.rot[:, shin][..., :, 1]
+                locked = self.p(body_names(side)["ankle"])
+                goal = ankle_now + weight[:, None] * (locked - ankle_now)
+                gap = goal - hip
+                excess = np.maximum(np.linalg.norm(gap, axis=-1) - reach, 0.0)
+                shift += excess[:, None] * normalize(gap)
+            if not np.any(shift):
+                return
+            moved = [b for b, name in enumerate(self.rest.names) if name != "root"]
+            self.heads[:, moved] += shift[:, None, :]
+
+    def plant(self, side: str, weight: np.ndarray) -> None:
+        """Foot lock in the rig: where ``weight`` (T,) > 0 the leg is re-solved by two-bone IK so the rig's ankle
+        reaches the (locked) ankle keypoint, blended by the weight -- the thigh swung onto the new knee (keeping
+        its twist), the shin re-hinged on it, the foot keeping its world rotation. Without this the ankle is
+        where the thigh and shin directions put it, which slides by the keypoints' length noise."""
+        on = weight > 0
+        if not on.any():
+            return
+        thigh, shin = self.i(f"thigh.{side}"), self.i(f"shin.{side}")
+        hip = self.heads[on, thigh]
+        upper, lower = self.m.lengths["thigh"], self.m.lengths["shin"]
+        knee_now = self.heads[on, shin]
+        ankle_now = knee_now + lower * self.rot[on, shin][..., :, 1]
+        locked = self.p(body_names(side)["ankle"])[on]
+        goal = ankle_now + weight[on, None] * (locked - ankle_now)
+        reach = goal - hip
+        distance = np.clip(np.linalg.norm(reach, axis=-1), abs(upper - lower) + 1e-6, upper + lower - 1e-6)
+        u = normalize(reach)
+        bend = reject(knee_now - hip, u)  # bend towards where the knee already is (its plane)
+        fallback = -self.rot[on, thigh][..., :, 2]
+        bend = np.where((np.linalg.norm(bend, axis=-1) > 1e-9)[:, None], bend, reject(fallback, u))
+        v = normalize(bend)
+        cos_a = np.clip((upper**2 + distance**2 - lower**2) / (2.0 * upper * distance), -1.0, 1.0)
+        knee = hip + upper * (cos_a[:, None] * u + np.sqrt(1.0 - cos_a**2)[:, None] * v)
+        ankle = hip + distance[:, None] * u
+        old = self.rot[on, thigh]
+        self.rot[on, thigh] = shortest_arc(old[..., :, 1], normalize(knee - hip)) @ old
+        low_dir = normalize(ankle - knee)
+        normal = normalize(reject(self.rot[on, thigh][..., :, 0], low_dir))
+        self.rot[on, shin] = np.stack([normal, low_dir, np.cross(normal, low_dir)], axis=-1)
+        # The foot's world rotation: the fit of the locked points as they are (the clean-up smoothed it relative
+        # to the shin the IK just moved), blended in by the weight.
+        n = body_names(side)
+        local = np.vstack([np.zeros((1, 3)), self.m.side_layout(self.m.foot_layout, side)])
+        observed = np.stack([self.p(n[r]) for r in ("ankle", "heel", "big_toe", "small_toe")], axis=1)[on]
+        foot = self.i(f"foot.{side}")
+        target = kabsch(local, observed - observed.mean(axis=1, keepdims=True))
+        target = target @ side_frame(SOLE_REST, side).T @ self.rest.frames[foot]
+        w = weight[on, None, None]
+        u, _, vt = np.linalg.svd((1.0 - w) * self.rot[on, foot] + w * target)
+        d = np.sign(np.linalg.det(u @ vt))
+        u[..., :, 2] *= d[:, None]
+        self.rot[on, foot] = u @ vt
+        for bone in (f"shin.{side}", f"foot.{side}", f"toe.{side}", f"heel.{side}"):
+            if bone in self.rest.names:
+                self.place(bone)
+                if bone.startswith(("toe", "heel")):
+                    self.set(bone, self.carried(bone))
+
     def leg(self, side: str) -> None:
         n = body_names(side)
         self.limb(f"thigh.{side}", f"shin.{side}", n["knee"], n["ankle"])
@@ -266,14 +336,22 @@ def solve(
     rest: RestPose,
     cleanup: CleanUp | None = None,
     fps: float = 30.0,
+    planted: dict[str, np.ndarray] | None = None,
 ) -> Motion:
     """Bone frames and heads for every frame of (T, K, 3) tracks (Blender frame, gap-free). Without ``cleanup``
-    the keypoints are followed as they are; with it, joint-space speed-adaptive smoothing at ``fps``."""
+    the keypoints are followed as they are; with it, joint-space speed-adaptive smoothing at ``fps``.
+    ``planted``: per side ("L"/"R") a (T,) foot-lock weight (``rig_filters.contact_weights``): the leg is then
+    solved onto the locked ankle by two-bone IK, blended in and out."""
     solver = _Solver(np.asarray(tracks, dtype=np.float64), kp, m, rest, cleanup, fps)
     solver.torso()
     for side in SIDES:
         solver.arm(side)
         solver.leg(side)
+    if planted:
+        planted = {side: np.asarray(w, dtype=np.float64) for side, w in planted.items() if np.any(w)}
+        solver.lower_hips(planted)
+        for side, weight in planted.items():
+            solver.plant(side, weight)
     return Motion(rotations=solver.rot, heads=solver.heads)
 
 
