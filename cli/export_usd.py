@@ -1,17 +1,67 @@
-"""`sapiens2 export usd`: (being built)."""
+"""`sapiens2 export usd BUNDLE_OR_SEQUENCE OUT.usd[a|c|z]`: a capture bundle (one frame) or a sequence index as one
+USD stage — the pointmap mesh, each person's 308-joint skeleton, the camera (docs/formats.md §6). Needs the `usd`
+extra (usd-core). The work is `core.formats.usd.export_usd`; this module only translates the command line."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-HELP = "usd export"
+HELP = "a capture bundle or sequence as a USD stage (mesh, skeletons, camera)"
+
+
+_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")  # = core.formats.usd.USD_SUFFIXES (tests check they agree)
+
+
+def _usd_path(text: str) -> Path:
+    if Path(text).suffix.lower() not in _SUFFIXES:
+        raise argparse.ArgumentTypeError(f"OUT must end in {', '.join(_SUFFIXES)}, got {Path(text).name!r}")
+    return Path(text)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The arguments of `sapiens2 export usd`."""
+    p.add_argument(
+        "source", metavar="BUNDLE_OR_SEQUENCE", help="a bundle <name>.json or a <name>.sequence.json"
+    )
+    p.add_argument(
+        "out",
+        metavar="OUT",
+        type=_usd_path,
+        help="the stage to write: .usda (text), .usdc or .usd (binary), .usdz (one package); a sequence's "
+        "meshes go beside a .usd/.usda/.usdc as OUT_frames/ (inside a .usdz)",
+    )
+    p.add_argument("--fps", type=_positive, help="frame rate of the stage (default: the sequence's)")
+    p.add_argument(
+        "--max-edge-ratio",
+        type=_positive,
+        default=0.05,
+        help="drop mesh triangles whose depth range exceeds this fraction of their depth (default 0.05, as the "
+        "GLB/PLY export)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from .arguments import UsageError
+    from ..core.formats.usd import export_usd
 
-    raise UsageError("sapiens2 export usd is not available in this build")
+    out = args.out
+    summary = export_usd(args.source, out, fps=args.fps, max_edge_ratio=args.max_edge_ratio)
+    print(summary.path)
+    clips = f", meshes in {out.stem}_frames/" if summary.clip_files else ""
+    print(
+        f"sapiens2 export usd: {summary.frames} frame(s) {summary.start}-{summary.end} at {summary.fps:g} fps, "
+        f"{summary.people} person(s), up to {summary.vertices} mesh vertices{clips}",
+        file=sys.stderr,
+    )
+    return 0
