@@ -6,6 +6,8 @@ import json
 
 import bpy
 
+from .retarget_ops import draw_rig_row
+
 
 def capture_collection(obj) -> bpy.types.Collection | None:
     """The import collection an object belongs to (it carries the bundle summary)."""
@@ -75,3 +77,4 @@ class SAPIENS2_PT_capture(bpy.types.Panel):
                 box.label(text=line)
         for line in footer:
             layout.label(text=line)
+        draw_rig_row(layout, context.object)

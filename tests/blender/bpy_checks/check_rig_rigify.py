@@ -104,3 +104,45 @@ def test_rigify_generates_a_control_rig_that_follows_the_capture(addon, bpy_empt
     assert worst(turns)[0] < 0.05  # degrees (measured 0.004)
     assert worst(heads)[0] < 1e-4  # metres (measured 0.008 mm)
     assert worst(directions)[0] < 0.05  # degrees (measured 0.004)
+
+
+def test_generate_rigify_operator_builds_from_the_rest_pose_and_follows(addon, bpy_empty, bundles, rigify):
+    """Issue 28: the panel's *Generate Rigify Rig* (``object.sapiens2_rigify``), pressed on the imported metarig in
+    the middle of its animation: the control rig is generated from the metarig's rest pose and keyed to follow the
+    capture -- every DEF bone's head within 1 cm of the metarig bone it deforms for, on every frame -- and the
+    metarig keeps its animation. Refused (poll) on a rig of another naming."""
+    bpy = bpy_empty
+    other = _import(bpy, bundles, "MIXAMO")
+    bpy.context.view_layer.objects.active = other
+    assert not bpy.ops.object.sapiens2_rigify.poll()
+    bpy.ops.wm.read_homefile(use_empty=True)
+    rig = _import(bpy, bundles, "RIGIFY")
+    bpy.context.view_layer.objects.active = rig
+    bpy.context.scene.frame_set(17)  # a posed frame: generating from it would build the rig in this pose
+    posed = {b.name: np.array(b.matrix) for b in rig.pose.bones}
+    assert bpy.ops.object.sapiens2_rigify() == {"FINISHED"}
+    control = bpy.context.view_layer.objects.active
+    assert control is not rig and "rig_id" in control.data
+    bpy.context.scene.frame_set(17)
+    for name, matrix in posed.items():  # the metarig keeps its animation
+        np.testing.assert_allclose(np.array(rig.pose.bones[name].matrix), matrix, atol=1e-6)
+    deforms = [b.name for b in rig.data.bones if f"DEF-{b.name}" in control.pose.bones]
+    assert len(deforms) >= 40
+    for n in deforms:  # built at the rest pose: rest heads coincide
+        gap = (
+            control.matrix_world @ control.data.bones[f"DEF-{n}"].head_local
+            - rig.matrix_world @ rig.data.bones[n].head_local
+        )
+        assert gap.length < 1e-3, n
+    worst, where = 0.0, ""
+    for frame in FRAMES:
+        bpy.context.scene.frame_set(frame)
+        for n in deforms:
+            a, b = control.pose.bones[f"DEF-{n}"], rig.pose.bones[n]
+            gap = float(
+                np.linalg.norm(np.array(control.matrix_world @ a.head) - np.array(rig.matrix_world @ b.head))
+            )
+            if gap > worst:
+                worst, where = gap, f"{n} at frame {frame}"
+    print(f"operator: {len(deforms)} DEF bones, heads max {1000 * worst:.4f} mm ({where})")
+    assert worst < 0.01
