@@ -11,7 +11,7 @@ import bpy
 from .ui.export_ops import EXPORT_ANIM_OT_sapiens2_mocap, menu_export
 from .ui.operators import IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, menu_import
 from .ui.panel import SAPIENS2_PT_capture
-from .ui.retarget_ops import SAPIENS2_OT_retarget, menu_retarget
+from .ui.retarget_ops import SAPIENS2_OT_retarget, SAPIENS2_OT_rigify, menu_retarget
 
 classes = (
     IMPORT_SCENE_OT_sapiens2_capture,
@@ -19,6 +19,7 @@ classes = (
     SAPIENS2_PT_capture,
     EXPORT_ANIM_OT_sapiens2_mocap,
     SAPIENS2_OT_retarget,
+    SAPIENS2_OT_rigify,
 )
 
 
