@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--clean",
         action="store_true",
         help="each frame holds only the tasks of this run (default: tasks not run now are kept from the "
-        "earlier results)",
+        "earlier results), and results whose input is gone are deleted (default: kept, reported as orphaned)",
     )
     p.add_argument(
         "--nonfinite",
@@ -222,6 +222,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="sequences and videos (numbered from 1): only these frame numbers (a render-farm chunk, needs "
         "--run-id; a video's chunk decodes only its range); the frames are "
         "written with their temporal pass pending, `sapiens2 finalize` completes the sequence (docs/scale.md)",
+    )
+    p.add_argument(
+        "--shot-frames",
+        type=_frame_range,
+        metavar="FIRST-LAST",
+        help="with --frames: every frame of the shot, so finalize refuses until all are there (default: the "
+        "frames the shot's first chunk sees, fixed from then on)",
+    )
+    p.add_argument(
+        "--take-over",
+        action="store_true",
+        help="with --frames: a shot planned under another --run-id is planned anew under this one "
+        "(default: refused)",
     )
     p.add_argument(
         "--engine",
@@ -346,4 +359,6 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         workers=getattr(args, "workers", defaults.workers),
         gpus_per_worker=getattr(args, "gpus_per_worker", defaults.gpus_per_worker),
         staging=getattr(args, "staging", defaults.staging),
+        shot_frames=getattr(args, "shot_frames", defaults.shot_frames),
+        take_over=getattr(args, "take_over", defaults.take_over),
     )

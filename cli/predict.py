@@ -70,6 +70,19 @@ def _results(job: PredictJob) -> list[dict[str, Any]]:
     return out
 
 
+def summary_line(report: Any, *, skipped: int = 0) -> str:
+    """The run's last line: where the results are, and every count, zeros too, so a log shows that nothing went
+    missing: written now, kept (verified earlier results), skipped (inputs not done: failed or stopped),
+    orphaned (results kept although their input is gone; `--clean` removes them).
+    `skipped`: inputs not done now (failed, or outside a chunk's --frames)."""
+    where = f"{report.published} (staged in {report.out})" if report.published else str(report.out)
+    removed = f", removed {len(report.removed)} orphaned (--clean)" if report.removed else ""
+    return (
+        f"sapiens2: wrote {report.written} result(s) to {where}, kept {report.skipped} verified result(s), "
+        f"skipped {skipped}, orphaned {len(report.orphaned)}{removed}"
+    )
+
+
 def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
     events = events or Events(None)
     try:
@@ -117,9 +130,13 @@ def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
         print(f"sapiens2 predict: retried: {message}", file=sys.stderr)
     for message in report.failures:
         print(f"sapiens2 predict: error: {message}", file=sys.stderr)
-    kept = f", kept {report.skipped} verified result(s)" if report.skipped else ""
-    where = f"{report.published} (staged in {report.out})" if report.published else str(report.out)
-    print(f"sapiens2: wrote {report.written} result(s) to {where}{kept}", file=sys.stderr)
+    for message in report.orphaned:
+        print(f"sapiens2 predict: orphaned: {message}", file=sys.stderr)
+    for message in report.removed:
+        print(f"sapiens2 predict: removed (--clean): {message}", file=sys.stderr)
+    done = report.written + report.skipped  # `skipped`: what no result stands for now (failed, outside --frames)
+    not_done = max(0, total - done) if total else len(report.failures)
+    print(summary_line(report, skipped=not_done), file=sys.stderr)
     if report.failures:
         print(f"sapiens2 predict: {len(report.failures)} input(s) failed (see above)", file=sys.stderr)
     code = 1 if report.failures else 0
@@ -129,6 +146,8 @@ def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
         exit_code=code,
         written=report.written,
         kept=report.skipped,
+        orphaned=list(report.orphaned),
+        removed=list(report.removed),
         failed=len(report.failures),
         failures=list(report.failures),
         frames=frames.done,

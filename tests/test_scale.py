@@ -122,9 +122,13 @@ def test_chunks_then_finalize_equal_one_full_run(tmp_path, home, walk, full_run,
     scales = [f.pointmap_scale for f in seq]
     assert len(set(scales)) > 1  # the scale really moved, so its smoothing was exercised
     assert_same_outputs(full_run, folder)
-    # A second finalize finds nothing to do; a resumed chunk keeps its frames.
-    assert main(["finalize", str(out)]) == 1
-    assert "no sequence waits for finalize" in capsys.readouterr().err
+    # A second finalize (a re-queued farm job) is idempotent: exit 0, the same index, no frame touched.
+    index = (folder / "walk.sequence.json").read_bytes()
+    stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    assert main(["finalize", str(out)]) == 0
+    assert "already finalized: walk" in capsys.readouterr().err
+    assert (folder / "walk.sequence.json").read_bytes() == index
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps
 
 
 def test_finalize_keeps_the_compression_the_chunks_chose(tmp_path, home, short, capsys) -> None:
@@ -235,16 +239,24 @@ def test_finalize_refuses_missing_frames_and_other_runs(tmp_path, home, short, c
     err = capsys.readouterr().err
     assert "2 frame(s) missing: 3-4" in err and "--skip-existing" in err
     assert not (out / "walk" / "walk.sequence.json").exists()
-    # the missing chunk run under another run id (a typo in the farm job): finalize names both runs
-    assert chunk("3-4", "shotB") == 0
+    # the missing chunk run under another run id (a typo in the farm job): refused, naming both runs, and
+    # nothing of the shot changes (the old behaviour took the shot over silently)
+    assert chunk("3-4", "shotB") == 1
+    err = capsys.readouterr().err
+    assert "belongs to run shotA" in err and "shotB" in err and "--take-over" in err, err
+    assert not (out / "walk" / "walk_0003.json").exists()
+    marker = json.loads((out / "walk" / "walk.partial.json").read_text(encoding="utf-8"))
+    assert marker["run"]["id"] == "shotA" and marker["numbers"] == list(range(1, 7))
+    # taken over on purpose: finalize then names both runs
+    assert chunk("3-4", "shotB", "--take-over") == 0
     capsys.readouterr()
     assert main(["finalize", str(out)]) == 1
     err = capsys.readouterr().err
     assert "come from run shot" in err and "shotA" in err and "shotB" in err
     assert not (out / "walk" / "walk.sequence.json").exists()
-    # every chunk again under the right run with --skip-existing: only the foreign frames are computed
+    # every chunk again under the first run (taken back) with --skip-existing: only the foreign frames computed
     for frames in ("1-2", "3-4", "5-6"):
-        assert chunk(frames, "shotA", "--skip-existing") == 0
+        assert chunk(frames, "shotA", "--skip-existing", "--take-over") == 0
     assert main(["finalize", str(out)]) == 0
     seq = read_sequence(out / "walk" / "walk.sequence.json")
     assert seq.frame_numbers == list(range(1, 7))

@@ -46,12 +46,13 @@ def test_bare_numbers_use_folder_name_and_names_are_unique(tmp_path: Path) -> No
     jobs = collect_inputs(
         [str(tmp_path / "clip"), str(tmp_path / "a" / "photo.png"), str(tmp_path / "b" / "photo.png")]
     )
+    # a clash is resolved by each input's own path (its folder's name), never by arrival order (was photo_2)
     names = sorted(j.name for j in jobs)
-    assert names == ["clip", "photo", "photo_2"]
+    assert names == ["a_photo_png", "b_photo_png", "clip"]
     _save(tmp_path / "Фото.png")
     _save(tmp_path / "моё фото.png")
     jobs = collect_inputs([str(tmp_path / "Фото.png"), str(tmp_path / "моё фото.png")])
-    assert [j.name for j in jobs] == ["image", "image_2"]  # ASCII-only bundle names, never an error
+    assert [j.name for j in jobs] == ["Фото", "моё фото"]  # Unicode kept (was image, image_2)
 
 
 def test_image_modes_load_as_rgb(tmp_path: Path) -> None:

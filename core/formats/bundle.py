@@ -16,6 +16,7 @@ import json
 import math
 import os
 import re
+import unicodedata
 import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -227,11 +228,24 @@ def metadata_tables() -> tuple[list[str], list[list[int]], list[dict[str, Any]]]
     return kp["keypoint_names"], [list(map(int, link)) for link in kp["skeleton_links"]], seg["classes"]
 
 
+# Characters no output name holds: path separators, what Windows forbids in a name, control characters, and `#`
+# and `%`, which image-sequence tools read as frame-number patterns (Nuke's `plate.####.exr`, printf's `%04d`).
+_UNSAFE_NAME = re.compile(r'[/\\:*?"<>|#%\x00-\x1f\x7f]')
+NAME_MAX_BYTES = (
+    120  # UTF-8 bytes of a base name: `<name>_0001.foreground.png` and temporaries stay under 255
+)
+
+
 def sanitize_name(name: str) -> str:
-    """Make a user-given name safe as a file base name: no directories, no traversal, no odd characters."""
-    base = re.sub(r"[^A-Za-z0-9_.-]", "_", str(name).replace("\\", "/").split("/")[-1])
-    base = base.lstrip(".")[:120]
-    if not base or set(base) <= {"_", "."}:
+    """Make a user-given name safe as a file base name while keeping it recognisable: Unicode NFC (so a name
+    typed on macOS and on Linux is one name), only path-unsafe characters replaced by `_`, no directories, no
+    traversal, no leading dot (a hidden file) and no trailing dot or space (Windows drops them). The same name
+    always gives the same result, and `sanitize_name(sanitize_name(x)) == sanitize_name(x)`."""
+    text = unicodedata.normalize("NFC", str(name)).replace("\\", "/").split("/")[-1]
+    base = _UNSAFE_NAME.sub("_", text).lstrip(". ").rstrip(". ")
+    if len(base.encode("utf-8")) > NAME_MAX_BYTES:
+        base = base.encode("utf-8")[:NAME_MAX_BYTES].decode("utf-8", "ignore").rstrip(". ")
+    if not base or set(base) <= {"_", ".", " "}:
         raise BundleError(
             f"bundle name {name!r} has no usable characters; use letters, digits, '_', '-' or '.'"
         )

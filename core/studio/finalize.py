@@ -37,7 +37,7 @@ from .host import Host
 from .lock import lock_output
 from .outputs import frame_files, rewrite_frame_outputs
 from .remote import RemoteOutput, is_remote, local_path
-from .resume import PARTIAL_FORMAT, bundle_state, is_pending
+from .resume import PARTIAL_FORMAT, bundle_state, frame_ranges, is_pending
 from .stages import PENDING_SUFFIX, load_pending_arrays
 from .temporal import SequencePass
 from .transaction import pause_point
@@ -70,15 +70,25 @@ def chunk_markers(out: Path) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def _ranges(numbers: list[int]) -> str:
-    """1, 2, 3, 7 → "1-3, 7"."""
-    parts: list[str] = []
-    for n in sorted(numbers):
-        if parts and parts[-1][1] == n - 1:
-            parts[-1] = (parts[-1][0], n)  # type: ignore[assignment]
-        else:
-            parts.append((n, n))  # type: ignore[arg-type]
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)  # type: ignore[misc]
+def finalized_sequences(out: Path, only: Collection[str] | None = None) -> list[str]:
+    """Sequences under `out` that finalize already completed: an index, no chunk marker, every frame it lists
+    committed and through the pass (so finalizing again would write the same index)."""
+    done = []
+    for index in sorted(Path(out).glob("*/*.sequence.json")):
+        name = index.name[: -len(".sequence.json")]
+        if (only is not None and name not in only) or (index.parent / f"{name}.partial.json").exists():
+            continue
+        try:
+            doc = json.loads(index.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        entries = doc.get("frames") if isinstance(doc, dict) else None
+        if not isinstance(entries, list) or not entries:
+            continue
+        states = [bundle_state(index.parent, str(e.get("json", ""))[: -len(".json")]) for e in entries]
+        if all(d is not None and not is_pending(d) for d, _, _ in states):
+            done.append(name)
+    return done
 
 
 def check_sequence(folder: Path, marker: dict[str, Any]) -> list[tuple[int, str, dict[str, Any]]]:
@@ -107,11 +117,11 @@ def check_sequence(folder: Path, marker: dict[str, Any]) -> list[tuple[int, str,
         frames.append((number, frame_name, doc))
     problems = []
     if missing:
-        problems.append(f"{len(missing)} frame(s) missing: {_ranges(missing)}")
+        problems.append(f"{len(missing)} frame(s) missing: {frame_ranges(missing)}")
     if damaged:
         problems.append(f"damaged: {', '.join(damaged)}")
     for other, nums in sorted(foreign.items()):
-        problems.append(f"frames {_ranges(nums)} come from run {other}, not {run_id}")
+        problems.append(f"frames {frame_ranges(nums)} come from run {other}, not {run_id}")
     if problems:
         raise FinalizeError(f"{folder}: sequence {name!r} cannot be finalized — " + "; ".join(problems))
     return frames
@@ -148,6 +158,10 @@ def finalize(
     markers = chunk_markers(out)
     if sequences is not None:
         markers = [(f, m) for f, m in markers if m.get("name") in sequences]
+    if not markers and (done := finalized_sequences(out, sequences)):  # a re-queued finalize: nothing to do
+        report.sequences = done
+        report.notes.append(f"already finalized: {', '.join(done)} (the index stands as it was)")
+        return report
     if not markers:
         raise InputError(
             f"{out}: no sequence waits for finalize (no <name>.partial.json left by chunks with --frames)",

@@ -9,7 +9,9 @@ their exact frame count and frame-accurate ranges come from `video.py`.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,17 +200,83 @@ def collect_inputs(inputs: list[str]) -> list[ImageJob | SequenceJob]:
     return ordered
 
 
+def _origin(job: ImageJob | SequenceJob) -> Path:
+    """The file (image, video) or folder (numbered frames) an output name stands for."""
+    if isinstance(job, ImageJob):
+        return job.path
+    if job.video is not None:
+        return job.video
+    return job.frames[0].parent if job.frames else Path(job.name)
+
+
+def _extension(job: ImageJob | SequenceJob) -> str:
+    if isinstance(job, ImageJob):
+        return job.path.suffix.lstrip(".").lower()
+    if job.video is not None:
+        return job.video.suffix.lstrip(".").lower()
+    return job.frames[0].suffix.lstrip(".").lower() if job.frames else ""
+
+
+def _path_hash(path: Path, *, full: bool) -> str:
+    """A short hash of the input's path: its folder's name and its own (stable across mounts), or, as the last
+    resort, its whole resolved path."""
+    text = path.resolve().as_posix() if full else f"{path.parent.name}/{path.name}"
+    return hashlib.sha1(unicodedata.normalize("NFC", text).encode("utf-8")).hexdigest()[:8]
+
+
+def name_candidates(job: ImageJob | SequenceJob) -> list[str]:
+    """The names an input may get, in order: its own (`stem`), then with its extension (`stem_jpg`), then with its
+    folder's (`shot_stem_jpg`), then with a short hash of its path; each a function of this input alone."""
+    base = _safe(job.name, "sequence" if isinstance(job, SequenceJob) else "image")
+    origin = _origin(job)
+    ext = _extension(job)
+    with_ext = f"{base}_{ext}" if ext else base
+    parent = _safe(origin.resolve().parent.name, "") if origin.resolve().parent.name else ""
+    return [
+        base,
+        with_ext,
+        f"{parent}_{with_ext}" if parent else with_ext,
+        f"{base}_{_path_hash(origin, full=False)}",
+        f"{base}_{_path_hash(origin, full=True)}",
+    ]
+
+
+def _safe(name: str, fallback: str) -> str:
+    try:
+        return sanitize_name(name)
+    except BundleError:  # a name made only of unsafe characters
+        return fallback
+
+
+def name_key(name: str) -> str:
+    """Two names that one file system may take for one file (case-insensitive ones: macOS, Windows)."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
 def _unique_names(jobs: list[ImageJob | SequenceJob]) -> None:
-    """Sanitise names and make them unique (photo, photo_2, …) so outputs never overwrite each other."""
-    seen: set[str] = set()
-    for job in jobs:
-        try:
-            base = sanitize_name(job.name)
-        except BundleError:  # e.g. a name made only of non-ASCII characters
-            base = "sequence" if isinstance(job, SequenceJob) else "image"
-        name, counter = base, 2
-        while name.lower() in seen:
-            name = f"{base}_{counter}"
-            counter += 1
-        seen.add(name.lower())
-        job.name = name
+    """Give every input its output name: its own name when no other input shares it, else every input of a
+    clash moves one step down its `name_candidates` at once, so the names depend on which inputs clash, never on
+    their order (the bundle records its source, and a run refuses to write one input's results over another's:
+    `resume.check_source`)."""
+    ladders = [name_candidates(job) for job in jobs]
+    level = [0] * len(jobs)
+    while True:
+        groups: dict[str, list[int]] = {}
+        for i, ladder in enumerate(ladders):
+            groups.setdefault(name_key(ladder[level[i]]), []).append(i)
+        clashes = [members for members in groups.values() if len(members) > 1]
+        if not clashes:
+            break
+        moved = False
+        for members in clashes:
+            for i in members:
+                if level[i] < len(ladders[i]) - 1:
+                    level[i] += 1
+                    moved = True
+        if not moved:  # the same file given twice under different spellings: keep one name, the last resort
+            raise InputError(
+                "these inputs are one file given twice: "
+                + ", ".join(str(_origin(jobs[i])) for i in clashes[0])
+            )
+    for job, ladder, i in zip(jobs, ladders, level):
+        job.name = ladder[i]

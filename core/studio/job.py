@@ -40,17 +40,21 @@ from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
+from .orphans import remove_orphans
 from .outputs import remove_stale_frames
 from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
 from .remote import RemoteOutput, is_remote, local_path
 from .resume import (
     RunInfo,
+    ShotError,
+    frame_ranges,
     image_source,
     partial_marker,
     plan_frame,
     relabelled,
     sequence_run,
+    shot_numbers,
     video_source,
 )
 from .stages import FrameItem, commit_frame, compute_frames, job_expectation, temporal_record
@@ -79,7 +83,8 @@ class JobSpec:
     tasks never needs a size. checkpoints: task → file overriding the official file; batch_size: images per
     forward pass, or "auto" (as many as fit in free GPU memory). skip_existing: keep verified frames and tasks,
     do the rest (resume); clean: a frame holds only this run's tasks (otherwise tasks not run now are carried
-    over). exr_compression: the bundle EXRs' (`bundle.EXR_COMPRESSIONS`: zip, zips or none, all lossless).
+    over), and results whose input is gone are removed (otherwise kept and reported: orphans.py).
+    exr_compression: the bundle EXRs' (`bundle.EXR_COMPRESSIONS`: zip, zips or none, all lossless).
     nonfinite: "warn" (note and store NaN as invalid) or "error" (refuse such frames). run_id: the run's
     id (e.g. a render-farm job's, shared by its chunks); new when None. writers: frames written concurrently
     on writer threads while the models run on the next ones (and a video's next frames are decoded ahead);
@@ -124,6 +129,8 @@ class JobSpec:
     gpus_per_worker: float | None = None
     staging: str | os.PathLike | None = None
     storage_options: dict[str, Any] = field(default_factory=dict)
+    shot_frames: tuple[int, int] | None = None  # a farm shot: every frame (FIRST-LAST); else planned once
+    take_over: bool = False  # a chunk may replace a shot planned by another run id
 
     def size_for(self, task: str) -> str:
         """The official size used for `task`: the forced `size`, else the task's default size."""
@@ -206,6 +213,18 @@ class JobSpec:
             )
         if not isinstance(self.writers, int) or self.writers < 0:
             raise StudioError(f"the number of writers must be 0 or more, got {self.writers!r}")
+        if (self.shot_frames is not None or self.take_over) and self.frames is None:
+            raise StudioError(
+                "a shot's frame list and taking a shot over apply to a render-farm chunk only",
+                hints={"cli": "add --frames FIRST-LAST (and --run-id), or drop --shot-frames/--take-over"},
+            )
+        if self.shot_frames is not None and not (
+            self.shot_frames[0] <= self.frames[0] <= self.frames[1] <= self.shot_frames[1]  # type: ignore[index]
+        ):
+            raise StudioError(
+                f"the chunk's frames {self.frames[0]}-{self.frames[1]} lie outside the shot's "  # type: ignore[index]
+                f"{self.shot_frames[0]}-{self.shot_frames[1]}"
+            )
         if (self.staging is not None or self.storage_options) and not is_remote(self.out):
             raise StudioError(
                 f"a staging folder and storage options only apply to an output URL (s3://…), not {self.out}",
@@ -225,6 +244,8 @@ class JobReport:
     notes: list[str] = field(default_factory=list)
     run_id: str = ""
     published: str | None = None  # the URL the outputs were published to (`out` is then the staging folder)
+    orphaned: list[str] = field(default_factory=list)  # kept although their input is gone (orphans.py)
+    removed: list[str] = field(default_factory=list)  # orphaned results removed because `clean` asked for it
 
     @property
     def ok(self) -> bool:
@@ -370,6 +391,7 @@ class PredictJob:
         self.check: OutputCheck = check_output_folder(
             self.out, self.jobs, self.tasks, previews=self.spec.previews, mesh=self.spec.mesh
         )
+        self.report.orphaned = [f"{o.label} ({o.why})" for o in self.check.orphans]
         if any(isinstance(j, SequenceJob) and j.video is not None for j in self.jobs):
             return None
         return sum(1 if isinstance(j, ImageJob) else len(j.frames) for j in self.jobs)
@@ -404,6 +426,9 @@ class PredictJob:
             pause_point("locked")
             if not shared:
                 recover_left_overs(self.out, self.host)
+            if self.spec.clean and self.member is None and getattr(self, "check", None) is not None:
+                remove_orphans(self.check.orphans)  # asked for: the only way results of a missing input go
+                self.report.removed, self.report.orphaned = self.report.orphaned, []
             if self.spec.skip_existing or self._trusted_run:
                 self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in self.paths.items()}
             with OrderedWriter(self.spec.writers) as self._writers:  # see pipelining.py
@@ -570,6 +595,19 @@ class PredictJob:
         except InputError as exc:
             return 0, exc
         folder = self.out / sequence.name
+        shot: list[int] | None = None
+        if self.spec.frames is not None:  # a farm chunk: the shot's frame list, fixed when first planned
+            try:
+                shot = shot_numbers(
+                    folder,
+                    sequence.name,
+                    self.run_info.id,
+                    sequence.frame_numbers(),
+                    explicit=self.spec.shot_frames,
+                    take_over=self.spec.take_over,
+                )
+            except InputError as exc:
+                return 0, exc
         # An explicit run id (a farm job's) wins; otherwise a resume continues the run it finds there.
         adopt = self.spec.skip_existing and self.spec.run_id is None
         run = sequence_run(folder, sequence.name, self.run_info, skip_existing=adopt)
@@ -588,7 +626,7 @@ class PredictJob:
             if state["started"]:
                 return
             self._make_folder(folder)
-            expected = sequence.frame_numbers() if deferred else None
+            expected = shot if deferred else None
             if expected is not None:
                 frames: int | None = len(expected)
             else:  # a whole video: its count is not needed (nor read) to decode it in order
@@ -666,11 +704,20 @@ class PredictJob:
             return 0, InputError(f"{sequence.video or sequence.name}: {what}")
         if deferred:
             begin()  # the chunk's frames are committed; finalize writes the index once every chunk is done
+            first, last = self.spec.frames  # type: ignore[misc]
+            unseen = [n for n in shot or [] if first <= n <= last and n not in numbers]
+            if unseen:  # frames of the shot this machine cannot see: an error for them, not a shorter shot
+                return count, ShotError(
+                    f"{sequence.video or sequence.name}: {len(unseen)} frame(s) of the shot in this chunk's range "
+                    f"are not among the inputs here: {frame_ranges(unseen)}; they stay pending and finalize refuses "
+                    "until a chunk that sees them writes them"
+                )
             return count, None
         if not state["started"] and _index_lists(index_path, run.id, numbers) and not marker.exists():
             return count, None  # every frame verified under the index's own run: nothing to change
         begin()
-        remove_stale_frames(folder, sequence.name, numbers)
+        if self.spec.clean:  # frames whose input is gone stay (reported as orphaned) unless asked
+            remove_stale_frames(folder, sequence.name, numbers)
         pause_point("index")
         writer.close()
         with contextlib.suppress(FileNotFoundError):

@@ -29,7 +29,9 @@ from pathlib import Path
 
 from .errors import OutputError
 from .inputs import ImageJob, SequenceJob
+from .orphans import Orphan, find_orphans
 from .outputs import OUTPUT_SUFFIXES
+from .resume import check_source
 
 _EXR_BYTES_PER_PIXEL = {"pose": 0, "seg": 6, "normal": 6, "albedo": 6, "pointmap": 18, "matting": 10}
 _EXR_BYTES_PER_ROW = 16  # a one-line chunk's y and size (8) and its offset-table entry (8)
@@ -46,6 +48,7 @@ class OutputCheck:
     needed_bytes: int
     free_bytes: int
     frames: int
+    orphans: tuple[Orphan, ...] = ()  # results there whose input is gone: kept unless `clean`
 
 
 def estimate_frame_bytes(
@@ -173,6 +176,22 @@ def _check_writable(folder: Path, out: Path) -> None:
                 probe.unlink()
 
 
+def _check_sources(out: Path, jobs: Sequence[ImageJob | SequenceJob]) -> None:
+    """Before anything is written: no input's results would go over another input's (resume.check_source)."""
+    for job in jobs:
+        if isinstance(job, ImageJob):
+            check_source(out, job.name, job.path)
+            continue
+        folder = out / job.name
+        if not folder.is_dir():
+            continue
+        if job.video is not None:
+            check_source(folder, f"{job.name}_0001", job.video)
+            continue
+        for path, number in zip(job.frames, job.frame_numbers() or []):
+            check_source(folder, f"{job.name}_{number:04d}", path)
+
+
 def check_output_folder(
     out: Path,
     jobs: Sequence[ImageJob | SequenceJob],
@@ -198,6 +217,8 @@ def check_output_folder(
             raise OutputError(
                 f"{out / job.name}.json is a folder, but it is where {job.path.name}'s bundle goes"
             )
+    if out.is_dir():
+        _check_sources(out, jobs)
     existing = _nearest_existing(out)
     if not existing.is_dir():
         raise OutputError(f"cannot create the output folder {out}: {existing} is a file")
@@ -218,4 +239,5 @@ def check_output_folder(
             "its disk; free some space or choose another output folder",
             hints={"cli": "pass another --out, or --no-previews to write less"},
         )
-    return OutputCheck(out, out.exists(), needed, free, len(frames))
+    orphans = tuple(find_orphans(out, jobs)) if out.is_dir() else ()
+    return OutputCheck(out, out.exists(), needed, free, len(frames), orphans)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,7 @@ from typing import Any, Literal
 from .. import catalogue
 from ..formats.bundle import FORMAT_NAME, FORMAT_VERSION, LAYER_ENCODING
 from ..formats.documents import new_run_record
+from .errors import InputError
 
 PARTIAL_FORMAT = "sapiens2-capture-partial"
 Action = Literal["skip", "relabel", "write"]
@@ -72,16 +74,85 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def source_path(path: Path) -> str:
+    """An input's path as a bundle records it: its folder's name and its own (`shot/plate_1001.png`), NFC; the
+    same on every machine of a farm, whatever the mount point."""
+    parent = path.resolve().parent.name
+    return unicodedata.normalize("NFC", f"{parent}/{path.name}" if parent else path.name)
+
+
 def image_source(path: Path) -> dict[str, Any]:
-    """Identity of an image file input: name, size and the sha256 of its bytes (copies and touches keep it)."""
-    return {"file": path.name, "bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    """Identity of an image file input: name, size and the sha256 of its bytes (copies and touches keep it), and
+    where it was (`path`: recorded, not part of the identity, so a moved folder of the same images is kept)."""
+    return {
+        "file": path.name,
+        "bytes": path.stat().st_size,
+        "sha256": file_sha256(path),
+        "path": source_path(path),
+    }
 
 
 def video_source(path: Path, number: int) -> dict[str, Any]:
     """Identity of frame `number` of a video: hashing a long video per frame is not worth it, so its name, size
     and mtime stand for it (a touched video is redone: the safe direction)."""
     stat = path.stat()
-    return {"file": path.name, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "frame": int(number)}
+    return {
+        "file": path.name,
+        "bytes": stat.st_size,
+        "mtime_ns": stat.st_mtime_ns,
+        "frame": int(number),
+        "path": source_path(path),
+    }
+
+
+def same_source(recorded: Any, expected: Mapping[str, Any]) -> bool:
+    """Whether a bundle's `run.source` is this input's identity (`path` is where it was, not what it is)."""
+    if not isinstance(recorded, Mapping):
+        return False
+    strip = lambda source: {k: v for k, v in source.items() if k != "path"}  # noqa: E731
+    return strip(recorded) == strip(expected)
+
+
+class NameClashError(InputError):
+    """A run would write one input's results under a name that holds another input's results."""
+
+
+def recorded_source(folder: Path, name: str) -> dict[str, Any] | None:
+    """The `run.source` the bundle JSON `<name>.json` in `folder` records, if it is a bundle that records one."""
+    try:
+        doc = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    run = doc.get("run") if isinstance(doc, dict) else None
+    source = run.get("source") if isinstance(run, dict) else None
+    return source if isinstance(source, dict) and isinstance(source.get("file"), str) else None
+
+
+def check_source(folder: Path, name: str, path: Path) -> None:
+    """Refuse (NameClashError, naming both) to write the results of input `path` as `<name>` when the bundle
+    there was made from another input: another file name, or another folder and other bytes. The same file
+    edited in place, or the same bytes moved to another folder, is the same input (its results are replaced or
+    kept as `--skip-existing` decides)."""
+    recorded = recorded_source(folder, name)
+    if recorded is None:
+        return
+    nfc = lambda text: unicodedata.normalize("NFC", str(text))  # noqa: E731
+    other_name = nfc(recorded["file"]) != nfc(path.name)
+    other_place = "path" in recorded and nfc(recorded["path"]) != source_path(path)
+    if other_place and not other_name:  # the same name elsewhere: the same input only if the same bytes
+        other_place = recorded.get("bytes") != path.stat().st_size or (
+            "sha256" in recorded and recorded["sha256"] != file_sha256(path)
+        )
+    if other_name or other_place:
+        was = recorded.get("path") or recorded["file"]
+        raise NameClashError(
+            f"{path} would be written as {name!r} in {folder}, which holds the results of another input, {was}; "
+            "nothing was written. Move those results away (or delete them), or write into another output folder",
+            hints={
+                "cli": "pass another --out, or move the old results away",
+                "python": "use another out folder",
+            },
+        )
 
 
 @dataclass(frozen=True)
@@ -211,7 +282,7 @@ def plan_frame(
     requested = set(expect.tasks)
     doc, why, sidecars_ok = bundle_state(folder, name)
     run = (doc or {}).get("run") or {}
-    if doc is not None and run.get("source") != dict(expect.source):
+    if doc is not None and not same_source(run.get("source"), expect.source):
         doc, why = None, "it was made from another input"
     if doc is not None and is_pending(doc) and not (accept_pending and run.get("id") == run_id):
         doc, why = None, "its temporal pass is pending (a chunk of another run made it)"
@@ -329,3 +400,80 @@ def partial_marker(
         "Its frames may come from different runs and there is no index. Run the same command again with "
         "--skip-existing to complete it.",
     }
+
+
+class ShotError(InputError):
+    """A farm chunk does not fit the shot its folder holds: another run's, or frames of the shot it cannot see."""
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def shot_numbers(
+    folder: Path,
+    name: str,
+    run_id: str,
+    visible: Sequence[int],
+    *,
+    explicit: tuple[int, int] | None = None,
+    take_over: bool = False,
+) -> list[int]:
+    """The frame list of a farm shot (sequence `name` in `folder`), fixed when the shot is first planned: the
+    frames `explicit` gives (FIRST-LAST, every number), else those of its partial marker or of its index (a
+    finalized shot re-queued), else the frames this chunk sees. A chunk never shrinks or rewrites the list from
+    what it happens to see (a machine that misses part of the plate); a marker or index of another run id is
+    refused (ShotError) unless `take_over`, when the list is planned anew."""
+    marker = _read_json(folder / f"{name}.partial.json")
+    index = _read_json(folder / f"{name}.sequence.json")
+    for doc, what in ((marker, "its chunks' marker"), (index, "its index")):
+        if doc is None:
+            continue
+        owner = (doc.get("run") or {}).get("id") if isinstance(doc.get("run"), dict) else None
+        if owner and owner != run_id and not take_over:
+            raise ShotError(
+                f"{folder}: sequence {name!r} belongs to run {owner} ({what}), not {run_id}; a chunk of another "
+                f"run would replace its frame list. Use --run-id {owner}, or take the shot over on purpose "
+                "(--take-over)",
+                hints={
+                    "cli": f"pass --run-id {owner}, or --take-over to start the shot anew under {run_id}",
+                    "python": f"JobSpec(run_id={owner!r}), or take_over=True",
+                },
+            )
+        if owner and owner != run_id:
+            break  # taken over: planned anew below
+        if doc is marker and marker.get("numbers") is not None:
+            fixed = sorted(int(n) for n in marker["numbers"])
+            return _with_explicit(fixed, explicit, folder, name)
+        if doc is index and isinstance(index.get("frames"), list):
+            fixed = sorted(int(f["frame"]) for f in index["frames"] if isinstance(f, dict) and "frame" in f)
+            if fixed:
+                return _with_explicit(fixed, explicit, folder, name)
+    if explicit is not None:
+        return list(range(explicit[0], explicit[1] + 1))
+    return sorted(int(n) for n in visible)
+
+
+def _with_explicit(fixed: list[int], explicit: tuple[int, int] | None, folder: Path, name: str) -> list[int]:
+    if explicit is not None and fixed != list(range(explicit[0], explicit[1] + 1)):
+        raise ShotError(
+            f"{folder}: sequence {name!r} was planned with frames {fixed[0]}-{fixed[-1]} ({len(fixed)}), not "
+            f"{explicit[0]}-{explicit[1]}; a shot's frame list is fixed when it is first planned",
+            hints={"cli": "give the same --shot-frames as its first chunk, or --take-over to plan it anew"},
+        )
+    return fixed
+
+
+def frame_ranges(numbers: list[int]) -> str:
+    """1, 2, 3, 7 → "1-3, 7"."""
+    parts: list[str] = []
+    for n in sorted(numbers):
+        if parts and parts[-1][1] == n - 1:
+            parts[-1] = (parts[-1][0], n)  # type: ignore[assignment]
+        else:
+            parts.append((n, n))  # type: ignore[arg-type]
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)  # type: ignore[misc]
