@@ -8,6 +8,7 @@ with the reason when bpy is not importable (failed instead in CI, where SAPIENS2
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 from pathlib import Path
@@ -20,10 +21,29 @@ MODULES = sorted(p.name for p in CHECKS.glob("check_*.py"))
 SUBPROCESS_TIMEOUT_S = 240
 
 
+def _write_usd_stages(bundles: Path) -> None:
+    """``check_usd.py`` reads stages that core/formats/usd.py wrote (usd-core lives in this process, not in bpy's)."""
+    if (bundles / "usd" / "figure.usdc").is_file():
+        return
+    from sapiens2_studio.core.formats.usd import export_usd
+
+    spec = importlib.util.spec_from_file_location("sapiens2_usd_tests", HERE.parent / "test_usd_export.py")
+    moving = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(moving)
+    folder = bundles / "usd"
+    (folder / "moving").mkdir(parents=True)
+    sequence = moving.write_moving_sequence(folder / "moving")
+    export_usd(sequence, folder / "moving.usdc")
+    export_usd(sequence, folder / "moving.usdz")
+    export_usd(bundles / "figure.json", folder / "figure.usdc")
+
+
 @pytest.mark.blender
 @pytest.mark.timeout(SUBPROCESS_TIMEOUT_S + 30)
 @pytest.mark.parametrize("module", MODULES)
 def test_in_blender(module: str, blender_env: dict[str, str]) -> None:
+    if module == "check_usd.py":
+        _write_usd_stages(Path(blender_env["SAPIENS2_BLENDER_BUNDLES"]))
     cmd = [
         blender_env["SAPIENS2_BLENDER_PYTHON"], "-m", "pytest", str(CHECKS / module),
         "-q", "-p", "no:cacheprovider", "-o", "python_files=check_*.py",
