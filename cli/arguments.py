@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from .. import __version__
 from ..core.catalogue import (
     DEFAULT_SIZE,
     DEFAULT_TASKS,
@@ -38,6 +39,15 @@ def _batch_size(text: str) -> int | str:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', not {text!r}") from None
+
+
+def _output_place(text: str) -> str:
+    """`--out`: an empty or blank value would write into the current folder, where nobody looks for results."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "is empty, which would write into the current folder; give a folder name (e.g. --out results)"
+        )
+    return text
 
 
 def _count(minimum: int, noun: str) -> Callable[[str], int]:
@@ -142,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ". Writes capture bundles (EXR + JSON) for Blender/Nuke and PNG previews.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"sapiens2 {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("predict", help="run models on images, folders, numbered frames or videos")
@@ -150,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out",
         required=True,
+        type=_output_place,
         help="output folder, or a URL (s3://bucket/shot, gs://…; needs 'sapiens2-studio[remote]' and the "
         "protocol's package): staged in --staging, published as frames complete (docs/scale.md)",
     )
