@@ -134,7 +134,9 @@ def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
         print(f"sapiens2 predict: orphaned: {message}", file=sys.stderr)
     for message in report.removed:
         print(f"sapiens2 predict: removed (--clean): {message}", file=sys.stderr)
-    done = report.written + report.skipped  # `skipped`: what no result stands for now (failed, outside --frames)
+    done = (
+        report.written + report.skipped
+    )  # `skipped`: what no result stands for now (failed, outside --frames)
     not_done = max(0, total - done) if total else len(report.failures)
     print(summary_line(report, skipped=not_done), file=sys.stderr)
     if report.failures:

@@ -188,7 +188,9 @@ def test_sequence_round_trip(tmp_path: Path) -> None:
 
 def test_sanitize_name_blocks_traversal(tmp_path: Path) -> None:
     assert sanitize_name("../../etc/passwd") == "passwd"
-    assert sanitize_name("..\\..\\evil name") == "evil name"  # a space is safe in a path: kept (was evil_name)
+    assert (
+        sanitize_name("..\\..\\evil name") == "evil name"
+    )  # a space is safe in a path: kept (was evil_name)
     assert sanitize_name(".hidden") == "hidden"
     assert sanitize_name("shot #1 50%") == "shot _1 50_"  # frame-pattern characters of Nuke and printf
     assert sanitize_name("a:b*c?.") == "a_b_c_"  # what Windows forbids, and no trailing dot

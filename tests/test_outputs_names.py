@@ -121,6 +121,8 @@ def test_the_same_image_moved_to_another_folder_is_the_same_input(tmp_path, home
     capsys.readouterr()
     assert predict(home, out, moved, extra=("--skip-existing",)) == 0
     assert "kept 1 verified result(s)" in capsys.readouterr().err
-    edited = _photo(tmp_path / "day3" / "hero.png", 2)  # the same name elsewhere with other bytes: another input
+    edited = _photo(
+        tmp_path / "day3" / "hero.png", 2
+    )  # the same name elsewhere with other bytes: another input
     assert predict(home, out, edited) != 0
     assert "day1/hero.png" in capsys.readouterr().err

@@ -97,7 +97,9 @@ def test_out_of_memory_with_one_image_is_one_clear_error(
 
     monkeypatch.setattr(Sapiens2Model, "forward", always)
     argv = ["predict", str(photos[0]), "--tasks", "seg", "--out", str(tmp_path / "o"), "--device", "cpu"]
-    assert main([*argv, f"--checkpoint=seg={tiny_checkpoints['seg']}"]) == 5  # EXIT_OUT_OF_MEMORY: a stable code a caller (the Blender add-on) can branch on
+    assert (
+        main([*argv, f"--checkpoint=seg={tiny_checkpoints['seg']}"]) == 5
+    )  # EXIT_OUT_OF_MEMORY: a stable code a caller (the Blender add-on) can branch on
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(
         "sapiens2 predict: error: out of memory even with one of the images per forward"
