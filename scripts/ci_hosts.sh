@@ -6,7 +6,7 @@
 #                                        build), the package with its test extra, playwright (never `playwright
 #                                        install`: the browser tests drive Debian's chromium)
 #   ci_hosts.sh comfy VERSION            ComfyUI VERSION from ../shared/hosts/comfyui-VERSION.tar.gz + its venv
-#                                        (../shared/tools/setup_comfyui.sh), openexr, comfyui_controlnet_aux's needs
+#                                        (../shared/tools/setup_comfyui.sh), openexr, usd-core, comfyui_controlnet_aux's needs
 #   ci_hosts.sh aux VERSION              comfyui_controlnet_aux VERSION unpacked from ../shared/hosts
 #   ci_hosts.sh frontend VERSION         comfyui-frontend-package VERSION into .hosts/frontend-VERSION (served
 #                                        with --front-end-root)
@@ -56,7 +56,7 @@ comfy() {
     key="$(sha256sum "$archive" "$SHARED/tools/setup_comfyui.sh" "$aux_req" "$0" | sha256sum)"
     if stamp_ok "$stamp" "$key"; then echo "comfyui $version: up to date"; return; fi
     bash "$SHARED/tools/setup_comfyui.sh" "$archive" "$dest"
-    "$dest-venv/bin/python" -m pip install -q openexr -r "$aux_req"
+    "$dest-venv/bin/python" -m pip install -q openexr "usd-core==26.11" -r "$aux_req"  # usd-core: Save USD node
     echo "$key" >"$stamp"
     echo "comfyui $version: set up in $dest"
 }
