@@ -15,6 +15,7 @@ import torch
 
 from ..arch import Sapiens2Model
 from ..catalogue import ALL_TASKS, parse_official_name, task_file_hint
+from ..dtypes import auto_dtype
 from .errors import CheckpointError
 from .infer import infer_config
 from .reader import SafetensorsReader, pickle_refusal, sniff_format
@@ -30,11 +31,11 @@ _DTYPE_NAMES = {
 
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """None/"auto" → bfloat16 on CUDA (the released models were trained in bf16), float32 elsewhere."""
+    """None/"auto" → the one rule every front-end uses (`core/dtypes.auto_dtype`); a name or torch dtype as asked."""
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype is None or dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return auto_dtype(device)[0]
     if dtype not in _DTYPE_NAMES:
         raise CheckpointError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
     return _DTYPE_NAMES[dtype]
@@ -181,7 +182,8 @@ def load_model(
     source: a `.safetensors` path (pretrain file with bare backbone keys, or task file with `backbone.*` +
         `decode_head.*`), or a mapping key → tensor (meta tensors allowed: the model is then built on `meta`).
     task: when given, a checkpoint of another task raises `CheckpointError` naming both.
-    dtype: None/"auto" = bf16 on CUDA, fp32 otherwise.  `rope_embed.periods` always stays bfloat16.
+    dtype: None/"auto" = `core/dtypes.auto_dtype` (fp32 on the CPU, bf16 where native, else fp16).
+        `rope_embed.periods` always stays bfloat16.
     """
     device = torch.device(device)
     reader: SafetensorsReader | None = None

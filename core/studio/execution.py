@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from ..dtypes import auto_dtype
 from .errors import StudioError
 
 DTYPE_CHOICES = ("auto", "bf16", "fp16", "fp32")
@@ -95,23 +96,10 @@ def resolve_device(name: str | torch.device = "auto") -> tuple[torch.device, str
     return device, "as asked"
 
 
-def _bf16_on(device: torch.device) -> bool:
-    if device.type == "cuda":
-        return bool(torch.cuda.is_bf16_supported())
-    if device.type == "mps":
-        backend = torch.backends.mps
-        return bool(getattr(backend, "is_macos_or_newer", lambda *_: False)(14, 0))
-    return False
-
-
 def resolve_dtype(
     choice: str | torch.dtype, device: torch.device, *, bf16_supported: bool | None = None
 ) -> tuple[torch.dtype, str]:
-    """The one `auto` rule: bf16 on accelerators that have it (the models were trained in bf16), fp16 on other
-    accelerators (their fast half type), fp32 on the CPU — also on CPUs with native bf16, by a measured decision
-    (docs/performance.md): bf16 ran the 0.4B backbone 1.5x faster on AVX512-BF16 at 1.7 % relative L2, but fp32
-    is bit-exact with the official implementation and gives the same numbers on every CPU, which a farm of mixed
-    machines needs; `dtype="bf16"` opts in.
+    """An explicit choice as asked; `auto` by the one rule in `core/dtypes.auto_dtype`. Returns (dtype, reason).
 
     `bf16_supported` lets a host that knows better (ComfyUI's model management) answer for the device.
     """
@@ -121,12 +109,7 @@ def resolve_dtype(
         return DTYPES[choice], "as asked"
     if choice not in (None, "auto"):
         raise StudioError(f"unknown dtype {choice!r}; choose one of {', '.join(DTYPE_CHOICES)}")
-    if device.type == "cpu":
-        return torch.float32, "auto: fp32 on the CPU"
-    supported = _bf16_on(device) if bf16_supported is None else bf16_supported
-    if supported:
-        return torch.bfloat16, f"auto: bf16 on {device.type} (as trained)"
-    return torch.float16, f"auto: fp16 ({device.type} without native bf16)"
+    return auto_dtype(device, bf16_supported=bf16_supported)
 
 
 def resolve_attention(choice: str, device: torch.device, head_dim: int | None) -> tuple[str, int, str]:
