@@ -31,6 +31,9 @@ from .arrays import all_finite
 from .errors import FormatError
 from .exr import srgb_to_linear
 
+# The mesh files every front-end offers (`--mesh`, the ComfyUI export node, PredictJob): listed once.
+MESH_FORMATS = ("glb", "ply")
+
 __all__ = [
     "OPENCV_TO_FILE",
     "Mesh",

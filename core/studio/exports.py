@@ -15,7 +15,7 @@ from .batches import TaskBatch, check_batch_count, check_image, check_mask, requ
 from .errors import StudioError
 from .host import Host
 
-MESH_FORMATS = ("glb", "ply")
+MESH_FORMATS = mesh_format.MESH_FORMATS
 
 
 def save_capture_bundle(

@@ -31,6 +31,7 @@ from ..formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..formats.documents import load_json
 from ..formats.errors import BundleError
 from ..formats.exr import require_openexr
+from ..formats.mesh import MESH_FORMATS
 from ..formats.sequence import SequenceWriter
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .engines import ENGINES, INSTALL_HINTS
@@ -69,7 +70,6 @@ from .transaction import (
 )
 
 ItemFn = Callable[[int, str], Any]  # (items done now, label) after each written image
-MESH_FORMATS = ("ply", "glb")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,79}$")
 
@@ -131,6 +131,7 @@ class JobSpec:
     storage_options: dict[str, Any] = field(default_factory=dict)
     shot_frames: tuple[int, int] | None = None  # a farm shot: every frame (FIRST-LAST); else planned once
     take_over: bool = False  # a chunk may replace a shot planned by another run id
+    space_check: bool = True  # refuse before any model loads when the estimate exceeds the free space
 
     def size_for(self, task: str) -> str:
         """The official size used for `task`: the forced `size`, else the task's default size."""
@@ -389,7 +390,13 @@ class PredictJob:
         if self.remote is not None:
             self.remote.check()  # reachable, before the staging folder is looked at
         self.check: OutputCheck = check_output_folder(
-            self.out, self.jobs, self.tasks, previews=self.spec.previews, mesh=self.spec.mesh
+            self.out,
+            self.jobs,
+            self.tasks,
+            previews=self.spec.previews,
+            mesh=self.spec.mesh,
+            compression=self.spec.exr_compression,
+            space_check=self.spec.space_check,
         )
         self.report.orphaned = [f"{o.label} ({o.why})" for o in self.check.orphans]
         if any(isinstance(j, SequenceJob) and j.video is not None for j in self.jobs):
