@@ -41,6 +41,7 @@ def _load_parse():
         "rig_pipeline",
         "rig_math",
         "rig_filters",
+        "rig_gaps",
     )
     return {m: importlib.import_module(f"{name}.{m}") for m in mods} | {"names": NAMES}
 
@@ -309,6 +310,57 @@ def test_realistic_walk_with_3mm_noise_per_bone():
         if bound is not None:
             assert rotation[:, b].max() < bound, name
     assert position.max() < 0.06
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.003])
+def test_dropped_joints_are_refilled_from_the_body_shape(noise):
+    """Issue 28: a joint dropped for a frame of a fast swing or a take-off lies centimetres off the line through
+    time (measured on the walking truth: up to 7-10 cm). ``rig_gaps.refill`` re-places it from what the frame still
+    shows -- the rest of its hand, foot or face (rigid layouts), the circle an elbow or knee must lie on, a bone's
+    length -- weighed against the time-filled value by their expected errors. Confident samples never move.
+    Measured over seeds 5-7 (filled samples, mm): noise-free linear p99 51-52 / max 72-101, refilled p99 4-11 /
+    max 16-36; with 3 mm noise linear max 72-104, refilled p99 13-16 / max 17-36; noise read as 2.93-2.99 mm."""
+    walk = _walker()
+    truth = walk.walker(P)
+    kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
+    used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
+    gaps = P["rig_gaps"]
+    for seed in (5, 6, 7):
+        noisy, scores = walk.corrupt(truth["keypoints"], noise=noise, drop=0.05, seed=seed)
+        valid = scores >= 0.3
+        linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
+        m = P["rig_measure"].measure(linear, valid, kp)
+        assert gaps.noise_level(linear, valid, kp) == pytest.approx(noise, abs=0.1 * noise + 1e-9)
+        refilled = gaps.refill(linear, valid, kp, m)
+        np.testing.assert_array_equal(refilled[valid], linear[valid])
+        dropped = ~valid[:, used]
+        before = np.linalg.norm(linear - truth["keypoints"], axis=-1)[:, used][dropped]
+        after = np.linalg.norm(refilled - truth["keypoints"], axis=-1)[:, used][dropped]
+        print(f"noise {1000 * noise:g} mm, seed {seed}: filled samples, linear p99 "
+              f"{1000 * np.percentile(before, 99):.1f} max {1000 * before.max():.1f} mm; refilled p99 "
+              f"{1000 * np.percentile(after, 99):.1f} max {1000 * after.max():.1f} mm")  # fmt: skip
+        assert np.percentile(after, 99) < 0.018
+        assert after.max() < 0.04
+        assert after.max() < 0.5 * before.max()
+        assert after.mean() < 0.7 * before.mean()
+
+
+def test_refill_does_not_hurt_slow_motion(truth):
+    """On slow motion a line through time is nearly exact and the rigid shape only adds noise: the weighing keeps
+    the line (slow truth, 1.5 mm noise: refilled samples no worse on average, max within 2 mm of the line's)."""
+    kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
+    used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
+    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
+    valid = scores >= 0.3
+    linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
+    refilled = P["rig_gaps"].refill(linear, valid, kp, P["rig_measure"].measure(linear, valid, kp))
+    dropped = ~valid[:, used]
+    before = np.linalg.norm(linear - truth["keypoints"], axis=-1)[:, used][dropped]
+    after = np.linalg.norm(refilled - truth["keypoints"], axis=-1)[:, used][dropped]
+    print(f"slow: linear mean {1000 * before.mean():.2f} max {1000 * before.max():.2f} mm; refilled mean "
+          f"{1000 * after.mean():.2f} max {1000 * after.max():.2f} mm")  # fmt: skip
+    assert after.mean() <= before.mean()
+    assert after.max() < before.max() + 0.002
 
 
 def test_foot_lock_pins_a_sliding_foot():
