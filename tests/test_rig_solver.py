@@ -433,6 +433,19 @@ def test_naming_presets_cover_every_bone_once():
     assert names.preset("UE").name("shin.L") == "calf_l"
 
 
+@pytest.mark.parametrize("spread", [0.0, 1e-6])
+def test_degenerate_keypoints_give_proper_rest_frames(spread):
+    """Keypoints that coincide (or spread over micrometres) must still give every bone a proper rest frame: a
+    hand layout of coincident points defines no frame, so the standard hand stands in (before, the hand's rest
+    frame was all zeros and Blender dropped the bone: KeyError 'mixamorig:LeftHand'). Finite motion, too."""
+    points = np.random.default_rng(2).normal(0.0, spread, (4, len(NAMES), 3)) + np.array([0.0, 5.0, 0.0])
+    solved = P["rig_pipeline"].solve_person(points, np.ones(points.shape[:2], bool), NAMES, 30.0)
+    frames = solved.rest.frames
+    np.testing.assert_allclose(np.swapaxes(frames, -1, -2) @ frames, np.broadcast_to(np.eye(3), frames.shape),
+                               atol=1e-9)  # fmt: skip
+    assert np.isfinite(solved.motion.rotations).all() and np.isfinite(solved.motion.heads).all()
+
+
 def test_missing_hand_keypoints_are_refused_by_name():
     errors = importlib.import_module("sapiens2_rig_test_parse.errors")
     with pytest.raises(errors.BundleError, match="left_wrist"):

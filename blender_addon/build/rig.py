@@ -17,6 +17,10 @@ from .animation import action_fcurves, add_curve, add_visibility_curves
 from .tracking import CreatedData
 
 FACE_BONE_LENGTH = 0.01  # metres (x scale): face bones are markers, not deforming bones
+# Blender deletes a bone shorter than about 1e-6 when it leaves edit mode (then every lookup by name fails); a part
+# the keypoints never spread (a hand whose points coincide, a body a few micrometres tall) keeps its direction
+# at this length (x scale). Nothing is posed from a bone's length: the solve's rest heads and frames decide.
+MIN_BONE_LENGTH = 1e-4
 
 
 def _collection_of(canonical: str) -> str:
@@ -49,15 +53,21 @@ def create_rig(
     try:
         groups = {}
         bones = []
+        tails = []
         for b, canonical in enumerate(rest.names):
             bone = armature.edit_bones.new(bone_name(preset, canonical))
+            tail = rest.tails[b]
+            if np.linalg.norm(tail - rest.heads[b]) < MIN_BONE_LENGTH * unit:
+                tail = rest.heads[b] + MIN_BONE_LENGTH * unit * rest.frames[b][:, 1]
+            tails.append(tail)
             bone.head = rest.heads[b].tolist()
-            bone.tail = rest.tails[b].tolist()
+            bone.tail = tail.tolist()
             bone.align_roll(rest.frames[b][:, 2].tolist())
             parent = rest.parent[b]
             if parent >= 0:
                 bone.parent = bones[parent]
-                close = np.linalg.norm(rest.heads[b] - rest.tails[parent]) < 1e-6 * max(unit, 1e-6)
+                # Connected only onto the parent's tail as built (a lengthened parent would pull the head).
+                close = np.linalg.norm(rest.heads[b] - tails[parent]) < 1e-6 * max(unit, 1e-6)
                 bone.use_connect = bool(canonical in CONNECTED and close)
             group = _collection_of(canonical)
             if group not in groups:

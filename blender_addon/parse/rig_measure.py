@@ -164,8 +164,15 @@ def measure(tracks: np.ndarray, valid: np.ndarray, kp: KeypointIndex) -> Measure
     return canonical(measured)
 
 
+def _spread(layout: np.ndarray) -> float:
+    """How far a layout extends in its second direction (a frame needs two)."""
+    return float(np.linalg.svd(layout - layout.mean(axis=0), compute_uv=False)[1])
+
+
 def _mean_layout(layouts: list[np.ndarray | None], standard: np.ndarray) -> np.ndarray:
-    found = [x for x in layouts if x is not None]
+    """Mean of the measured layouts that span a plane; the standard one (scaled) where none does -- points that
+    coincide or lie on a line (a broken or degenerate capture) define no frame for the hand or foot."""
+    found = [x for x in layouts if x is not None and _spread(x) >= 0.1 * _spread(standard)]
     return np.mean(found, axis=0) if found else standard.copy()
 
 

@@ -283,6 +283,19 @@ def write_truth_bundles(folder, parse, frames: int = 120) -> None:
     jittered = still + rng.normal(0.0, 0.003, still.shape)
     _write_keypoint_sequence(folder, "rigstep", jittered, np.full(still.shape[:2], 0.9))
     write_walk_bundle(folder, parse)
+    write_degenerate_bundles(folder, len(names))
+
+
+def write_degenerate_bundles(folder, points: int) -> None:
+    """``rigtiny`` (random keypoints spread over a few micrometres) and ``rigpoint`` (every keypoint on one spot),
+    5 m in front of the camera, 4 frames: bodies no rig can be sized from, which must still import (a fuzzed or
+    broken capture), not fail on a bone Blender dropped for being too short."""
+    rng = np.random.default_rng(28)
+    centre = np.array([0.0, 5.0, 0.0])
+    tiny = centre + rng.normal(0.0, 1e-5, (4, points, 3))
+    _write_keypoint_sequence(folder, "rigtiny", tiny, np.full((4, points), 0.9))
+    _write_keypoint_sequence(folder, "rigpoint", np.broadcast_to(centre, (4, points, 3)).copy(),
+                             np.full((4, points), 0.9))  # fmt: skip
 
 
 def write_walk_bundle(folder, parse) -> None:

@@ -258,3 +258,25 @@ def test_foot_lock_plants_the_rigs_feet_on_the_walk(addon, bundles):
     assert runs >= 3
     assert steps[True] < 1e-3
     assert steps[False] > 2e-3
+
+
+@pytest.mark.parametrize("bundle", ["rigtiny", "rigpoint"])
+def test_degenerate_keypoints_still_give_a_whole_rig(bpy_empty, bundles, bundle):
+    """Issue 28 (a KeyError 'mixamorig:LeftHand' on random tiny keypoints): a part whose keypoints coincide gave a
+    zero-length bone, which Blender deletes when it leaves edit mode. Every bone of the preset is now there, at
+    least ``MIN_BONE_LENGTH`` long, keyed with finite values."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / f"{bundle}.sequence.json"), import_armatures=False, import_rig=True,
+        rig_naming="MIXAMO",
+    ) == {"FINISHED"}  # fmt: skip
+    rig = bpy.data.objects[f"{bundle} rig 0"]
+    expected = list(rig["sapiens2_rig_bones"])
+    assert "mixamorig:LeftHand" in expected
+    assert [b.name for b in rig.data.bones if b.name in expected] == expected
+    assert min(rig.data.bones[n].length for n in expected) >= 0.99e-4
+    anim = rig.animation_data
+    fcurves = (anim.action.layers[0].strips[0].channelbag(anim.action_slot).fcurves
+               if hasattr(anim.action, "layers") and anim.action.layers else anim.action.fcurves)  # fmt: skip
+    values = [k.co[1] for fc in fcurves for k in fc.keyframe_points]
+    assert values and np.isfinite(values).all()
