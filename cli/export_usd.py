@@ -65,3 +65,47 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def beside_problem(fmt: str | None, remote: bool) -> str | None:
+    """`predict --usd`: why the stages could not be written (usd-core missing, or an --out URL, whose bundles are
+    published remotely as frames complete, not beside this process), said before any model loads; None if fine."""
+    if fmt is None:
+        return None
+    if remote:
+        return (
+            "--usd writes next to local bundles; with an --out URL run 'sapiens2 export usd' on the published "
+            "bundle or sequence instead"
+        )
+    from ..core.formats.usd import UsdExportError, require_pxr
+
+    try:
+        require_pxr()
+    except UsdExportError as exc:
+        return f"--usd: {exc}"
+    return None
+
+
+def write_beside(results: list[dict], fmt: str) -> tuple[list[Path], list[str]]:
+    """`predict --usd`: each finished input's stage `<name>.<fmt>` beside its bundle JSON or sequence index (a
+    sequence's meshes in `<name>_frames/`), by `core.formats.usd.export_usd`. Returns (written, errors)."""
+    from ..core.errors import Sapiens2Error
+    from ..core.formats.usd import export_usd
+
+    written, errors = [], []
+    for result in results:
+        source = Path(result["path"])
+        if not result["exists"]:
+            errors.append(
+                f"{result['name']}: no USD stage, its {result['kind']} result is not complete (once it is, "
+                "run 'sapiens2 export usd' on it)"
+            )
+            continue
+        stem = source.name.removesuffix(".json").removesuffix(".sequence")
+        try:
+            summary = export_usd(source, source.with_name(f"{stem}.{fmt}"))
+        except Sapiens2Error as exc:
+            errors.append(f"{result['name']}: USD: {exc}")
+            continue
+        written.append(Path(summary.path))
+    return written, errors

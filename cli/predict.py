@@ -12,6 +12,7 @@ from ..core.studio.engines.dispatch import run_prepared
 from ..core.studio.errors import StudioError
 from ..core.studio.host import Host
 from ..core.studio.job import PredictJob
+from . import export_usd
 from .arguments import UsageError, job_spec
 from .progress import Events, FrameEvents, Progress
 
@@ -89,6 +90,10 @@ def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
         job = PredictJob(job_spec(args), host=EventHost(events))
     except StudioError as exc:  # the spec itself is wrong: a usage error
         raise UsageError(exc.message, hints=exc.hints) from None
+    usd = getattr(args, "usd", None)
+    problem = export_usd.beside_problem(usd, job.remote is not None)
+    if problem is not None:
+        raise UsageError(problem)
     total = job.prepare()
     events.emit(
         "start",
@@ -142,6 +147,13 @@ def run_predict(args: argparse.Namespace, events: Events | None = None) -> int:
     if report.failures:
         print(f"sapiens2 predict: {len(report.failures)} input(s) failed (see above)", file=sys.stderr)
     code = 1 if report.failures else 0
+    if usd is not None:
+        stages, usd_errors = export_usd.write_beside(_results(job), usd)
+        for path in stages:
+            print(f"sapiens2 predict: USD stage {path}", file=sys.stderr)
+        for message in usd_errors:
+            print(f"sapiens2 predict: error: {message}", file=sys.stderr)
+        code = 1 if usd_errors else code
     events.emit(
         "finished",
         status="failed" if report.failures else "ok",

@@ -150,22 +150,25 @@ def test_a_crashed_holders_lock_is_recovered_but_not_another_machines(tmp_path):
 
 
 def test_size_estimate_formula_and_replaced_files(tmp_path):
-    rows = 16 * 50  # an uncompressed EXR's one-line chunks: header and offset per row
-    assert estimate_frame_bytes(100, 50, ("seg",), previews=False) == 100 * 50 * (8 + 6) + rows + 4096 + 65536
-    full = estimate_frame_bytes(100, 50, ("pose", "seg", "normal", "pointmap"), previews=True, mesh="glb")
+    rows = 16 * 50  # the EXR's chunks: header and offset, at most one per row
     pixels = 100 * 50
-    expected = (
-        pixels * (8 + 6 + 6 + 18) + rows + 4096 + 65536 + 2 * 32768 + 4 * (pixels * 3 + 1024) + pixels * 60
-    )
-    assert full == expected
+    exact = pixels * (8 + 4 + 2) + rows + 4096 + (14 << 10) + 2 * 2048  # uncompressed: rgba, seg id, mask
+    assert estimate_frame_bytes(100, 50, ("seg",), previews=False, compression="none") == exact
+    full = estimate_frame_bytes(100, 50, ("pose", "seg", "normal", "pointmap"), previews=True, mesh="glb")
+    exr = pixels * (4.0 + 0.9 + 0.1 + 5.9 + 10.5)  # zip: rgba, seg, mask, normal, pointmap
+    json = (14 << 10) + (18 << 10) + (19 << 10) + (7 << 10)  # bundle + a person, keypoints, openpose
+    pngs = pixels * (1.9 + 0.7 + 3.05 + 1.8)  # pose, seg, normal, depth previews
+    files = 2 + 2 + 1 + 4
+    assert full == int(exr + rows + 4096 + json + pngs + pixels * 60 + 2048 * files)
     _image(tmp_path / "a.png", 100, 50)
     jobs = collect_inputs([str(tmp_path / "a.png")])
     out = tmp_path / "out"
     fresh = check_output_folder(out, jobs, ("seg",), previews=False)
     out.mkdir()
-    (out / "a.exr").write_bytes(b"\0" * 5000)  # an earlier result the run will replace frees its space
+    (out / "a.exr").write_bytes(b"\0" * 5000)  # an earlier result the run will replace frees its space,
     again = check_output_folder(out, jobs, ("seg",), previews=False)
-    assert fresh.needed_bytes - again.needed_bytes == 5000
+    frame = estimate_frame_bytes(100, 50, ("seg",), previews=False)  # but its new files sit beside it first
+    assert again.needed_bytes - fresh.needed_bytes == frame - 5000
 
 
 def test_read_sequence_refuses_frames_of_different_runs(tmp_path):

@@ -4,17 +4,11 @@ Why: a 5B model takes a minute to load and a long sequence hours to run; learnin
 the disk is full (as raw errno text naming a temporary file) wastes both. Nothing is created here: the folder is
 made by the run itself, right before it takes the folder's lock.
 
-Size estimate, per image of W×H pixels (an upper bound: the EXR's ZIP compression and the PNGs' deflate are
-assumed to save nothing):
-- EXR: W·H·(8 image [RGBA half] + 18 pointmap [float P.XYZ and Z, half P.A] + 6 normal + 6 albedo [half RGB] +
-  6 seg [float id + half mask] + 10 matting [half matte RGBA, half mask]) bytes for the layers of the tasks run,
-  plus 16 bytes per row (an uncompressed file's one-line chunks: their headers and offsets) and 4 KiB of header;
-  an uncompressed bundle (`--exr-compression none`) takes just under this;
-- JSON: 64 KiB for the bundle (tables + people), 2 × 32 KiB for `.keypoints.json`/`.openpose.json` with pose;
-- previews: W·H·3 + 1 KiB per preview (pose, seg, normal, depth, albedo) unless `--no-previews`;
-- mesh: W·H·60 bytes (GLB, the larger format: positions, normals, colours, two triangles per pixel).
-needed = Σ estimate − bytes of the existing files the run replaces (same names) + the largest frame (its
-temporaries sit beside the old files until its commit) + 16 MiB, never less than the largest frame + 16 MiB.
+Space: the bytes each frame writes (`estimate.py`: per layer and EXR compression, within 1.5x of what runs
+write), minus the bytes of the existing files the run replaces (same names), plus, when it replaces any, the
+largest frame (its temporaries sit beside the old files until its commit), plus 256 KiB. `space_check=False`
+(`--no-space-check`) skips the comparison with the free space, for a disk whose free space is reported wrong
+or content known to compress far better.
 """
 
 from __future__ import annotations
@@ -27,16 +21,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..formats.compressions import DEFAULT_EXR_COMPRESSION
 from .errors import OutputError
+from .estimate import SEQUENCE_INDEX_BYTES, estimate_frame_bytes
 from .inputs import ImageJob, SequenceJob
 from .orphans import Orphan, find_orphans
 from .outputs import OUTPUT_SUFFIXES
 from .resume import check_source
 
-_EXR_BYTES_PER_PIXEL = {"pose": 0, "seg": 6, "normal": 6, "albedo": 6, "pointmap": 18, "matting": 10}
-_EXR_BYTES_PER_ROW = 16  # a one-line chunk's y and size (8) and its offset-table entry (8)
-_PREVIEWS = {"pose": 1, "seg": 1, "normal": 1, "albedo": 1, "pointmap": 1}  # pointmap → depth preview
-_MARGIN = 16 << 20
+_MARGIN = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -49,23 +42,6 @@ class OutputCheck:
     free_bytes: int
     frames: int
     orphans: tuple[Orphan, ...] = ()  # results there whose input is gone: kept unless `clean`
-
-
-def estimate_frame_bytes(
-    width: int, height: int, tasks: Sequence[str], *, previews: bool = True, mesh: str | None = None
-) -> int:
-    """Upper bound of the bytes one frame's outputs take (formula in the module docstring)."""
-    pixels = int(width) * int(height)
-    total = pixels * (8 + sum(_EXR_BYTES_PER_PIXEL.get(t, 0) for t in tasks)) + 4096
-    total += _EXR_BYTES_PER_ROW * int(height)
-    total += 64 << 10
-    if "pose" in tasks:
-        total += 2 * (32 << 10)
-    if previews:
-        total += sum(_PREVIEWS.get(t, 0) for t in tasks) * (pixels * 3 + 1024)
-    if mesh and "pointmap" in tasks:
-        total += pixels * 60
-    return total
 
 
 def _image_size(path: Path) -> tuple[int, int] | None:
@@ -199,6 +175,8 @@ def check_output_folder(
     *,
     previews: bool = True,
     mesh: str | None = None,
+    compression: str = DEFAULT_EXR_COMPRESSION,
+    space_check: bool = True,
 ) -> OutputCheck:
     """Raise OutputError, naming the user's path and what to do, unless `out` can take the results."""
     out = Path(out)
@@ -223,21 +201,54 @@ def check_output_folder(
     if not existing.is_dir():
         raise OutputError(f"cannot create the output folder {out}: {existing} is a file")
     _check_writable(existing, out)
-    frames = _frames(jobs, out)
-    sizes = [estimate_frame_bytes(w, h, tasks, previews=previews, mesh=mesh) for _, _, w, h in frames]
-    largest = max(sizes, default=0)
-    replaced = sum(_existing_bytes(folder, name) for folder, name, _, _ in frames) if out.exists() else 0
-    needed = max(sum(sizes) - replaced + largest, largest) + _MARGIN
+    needed, frames = estimate_job_bytes(
+        out, jobs, tasks, previews=previews, mesh=mesh, compression=compression
+    )
     try:
         free = shutil.disk_usage(existing).free
     except OSError:
         free = needed
-    if needed > free:
+    if space_check and needed > free:
         raise OutputError(
-            f"not enough free space for the results in {out}: about {_size(needed)} are needed ({len(frames)} "
-            f"image(s), tasks {','.join(tasks)}{'' if previews else ', no previews'}), {_size(free)} are free on "
-            "its disk; free some space or choose another output folder",
-            hints={"cli": "pass another --out, or --no-previews to write less"},
+            f"not enough free space for the results in {out}: about {_size(needed)} are needed ({frames} "
+            f"image(s), tasks {','.join(tasks)}, EXR {compression}{'' if previews else ', no previews'}), "
+            f"{_size(free)} are free on its disk; free some space or choose another output folder",
+            hints={"cli": _space_hint(tasks, previews, compression)},
         )
     orphans = tuple(find_orphans(out, jobs)) if out.is_dir() else ()
-    return OutputCheck(out, out.exists(), needed, free, len(frames), orphans)
+    return OutputCheck(out, out.exists(), needed, free, frames, orphans)
+
+
+def estimate_job_bytes(
+    out: Path,
+    jobs: Sequence[ImageJob | SequenceJob],
+    tasks: Sequence[str],
+    *,
+    previews: bool = True,
+    mesh: str | None = None,
+    compression: str = DEFAULT_EXR_COMPRESSION,
+) -> tuple[int, int]:
+    """(bytes the run needs on `out`'s disk, frames counted): the module docstring's formula."""
+    out = Path(out)
+    frames = _frames(jobs, out)
+    sizes = [
+        estimate_frame_bytes(w, h, tasks, previews=previews, mesh=mesh, compression=compression)
+        for _, _, w, h in frames
+    ]
+    replaced = sum(_existing_bytes(folder, name) for folder, name, _, _ in frames) if out.exists() else 0
+    total = sum(sizes) + SEQUENCE_INDEX_BYTES * sum(isinstance(j, SequenceJob) for j in jobs)
+    needed = max(total - replaced, 0) + (max(sizes, default=0) if replaced else 0) + _MARGIN
+    return needed, len(frames)
+
+
+def _space_hint(tasks: Sequence[str], previews: bool, compression: str) -> str:
+    """What the CLI user can do to write less (never a flag already given) or to skip the check."""
+    ways = []
+    if previews:
+        ways.append("--no-previews")
+    if compression == "none":
+        ways.append("--exr-compression zip")
+    if len(tasks) > 1:
+        ways.append("fewer --tasks")
+    less = f", or {' or '.join(ways)} to write less" if ways else ""
+    return f"pass another --out{less}; --no-space-check runs without this check"
