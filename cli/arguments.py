@@ -184,12 +184,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
     p.add_argument(
-        "--no-space-check",
-        dest="space_check",
-        action="store_false",
-        help="start even when the estimate of what the run writes exceeds the free space on --out's disk",
-    )
-    p.add_argument(
         "--progress",
         choices=("auto", "json"),
         default="auto",
@@ -204,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
         "0: write each frame before the next one starts)",
     )
     p.add_argument("--mesh", choices=("ply", "glb"), help="also export the pointmap as a coloured mesh")
+    p.add_argument(
+        "--usd",
+        choices=("usda", "usdc", "usdz"),
+        help="also write each input's capture as one USD stage next to its bundle at the end of the run "
+        "(mesh, skeletons, camera; as 'sapiens2 export usd'; needs 'sapiens2-studio[usd]')",
+    )
     p.add_argument(
         "--exr-compression",
         choices=EXR_COMPRESSIONS,
@@ -379,5 +379,4 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         staging=getattr(args, "staging", defaults.staging),
         shot_frames=getattr(args, "shot_frames", defaults.shot_frames),
         take_over=getattr(args, "take_over", defaults.take_over),
-        space_check=getattr(args, "space_check", defaults.space_check),
     )
