@@ -184,6 +184,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-previews", action="store_true", help="write only bundles and keypoint JSON")
     p.add_argument(
+        "--no-space-check",
+        dest="space_check",
+        action="store_false",
+        help="start even when the estimate of what the run writes exceeds the free space on --out's disk",
+    )
+    p.add_argument(
         "--progress",
         choices=("auto", "json"),
         default="auto",
@@ -379,4 +385,5 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         staging=getattr(args, "staging", defaults.staging),
         shot_frames=getattr(args, "shot_frames", defaults.shot_frames),
         take_over=getattr(args, "take_over", defaults.take_over),
+        space_check=getattr(args, "space_check", defaults.space_check),
     )
