@@ -297,7 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("download", help="download an official checkpoint (verified sha256)")
     d.add_argument("--task", required=True, choices=(*TASKS, PRETRAIN))
-    d.add_argument("--size", required=True, help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b")
+    d.add_argument(
+        "--size",
+        help="0.1b (pretrain), 0.4b, 0.8b, 1b, 1b-4k (pretrain), 5b (default: the task's, as predict uses: "
+        "0.4b, 1b for matting)",
+    )
     d.add_argument(
         "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
     )

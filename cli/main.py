@@ -37,11 +37,26 @@ EXIT_TERMINATED = 143  # SIGTERM (a scheduler's cancel; SIGBREAK on Windows)
 
 
 def cmd_download(args: argparse.Namespace) -> int:
+    from ..core import catalogue
     from ..core.checkpoints import hub
 
-    ref = hub.checkpoint_ref(args.task, args.size, args.checkpoint_dir)
-    print(f"downloading {ref.filename} from {ref.page} …", file=sys.stderr)
-    path = hub.download_checkpoint(args.task, args.size, args.checkpoint_dir, force=args.force)
+    size = args.size or catalogue.default_size(args.task)  # each task's own default, as predict uses
+    ref = hub.checkpoint_ref(args.task, size, args.checkpoint_dir)
+    if args.force or not hub.local_checkpoint_path(args.task, size, args.checkpoint_dir).is_file():
+        print(f"downloading {ref.filename} from {ref.page} …", file=sys.stderr)
+    try:
+        path = hub.download_checkpoint(args.task, size, args.checkpoint_dir, force=args.force)
+    except hub.HubError as exc:  # the library's hint names predict's --checkpoint, not a download flag
+        install = (
+            'install it with pip install "sapiens2-studio[hub]" and '
+            if "needs the optional 'huggingface_hub'" in exc.message
+            else ""
+        )
+        exc.hints["cli"] = (
+            f"{install}run this again when the Hub is reachable (it resumes), or save the file there by hand; "
+            "predict and check find it without a download"
+        )
+        raise
     print(path)
     return 0
 
