@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from PIL import Image
 pytest.importorskip("OpenEXR")
 from sapiens2_studio.core.formats.bundle import read_bundle
 from sapiens2_studio.core.formats.sequence import read_sequence
+from sapiens2_studio.core.studio.inputs import collect_inputs
+from sapiens2_studio.core.studio.preflight import estimate_job_bytes, human_size
 from sapiens2_studio.core.studio.resume import committed_bundle
 from sapiens2_studio.core.testing.synthetic import write_synthetic_checkpoint
 
@@ -298,13 +301,19 @@ def tmpfs(tmp_path):
 
 
 def test_too_small_disk_is_refused_before_any_model_loads(tmpfs, home, frames):
-    disk = tmpfs("1m")
+    # The disk holds half of what the estimate (core/studio/estimate.py) asks, so the numbers follow the estimate.
+    needed, count = estimate_job_bytes(Path("/nonexistent"), collect_inputs([str(frames)]), ["seg"])
+    pages = needed // 2 // 4096
+    disk = tmpfs(str(pages * 4096))
     proc = predict(
         home, [frames], disk / "out", "seg", pause="locked:1:kill"
     )  # a loaded model would die here
     assert proc.returncode == 1, proc.stderr
     assert f"not enough free space for the results in {disk / 'out'}" in proc.stderr
-    assert "about 17.2 MB are needed (4 image(s), tasks seg), 1.0 MB are free" in proc.stderr  # docs/cli.md
+    assert count == FRAMES
+    free = shutil.disk_usage(disk).free
+    message = f"about {human_size(needed)} are needed ({FRAMES} image(s), tasks seg, EXR zip), {human_size(free)} are free"
+    assert message in proc.stderr  # docs/cli.md quotes this line
     assert list(disk.iterdir()) == []  # no debris, not even the folder
 
 

@@ -110,7 +110,8 @@ def _nearest_existing(path: Path) -> Path:
     return Path.cwd()
 
 
-def _size(count: float) -> str:
+def human_size(count: float) -> str:
+    """Bytes in decimal units as messages print them (`17.2 MB`)."""
     for unit in ("bytes", "KB", "MB", "GB", "TB"):
         if count < 1000 or unit == "TB":
             return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
@@ -210,9 +211,9 @@ def check_output_folder(
         free = needed
     if space_check and needed > free:
         raise OutputError(
-            f"not enough free space for the results in {out}: about {_size(needed)} are needed ({frames} "
+            f"not enough free space for the results in {out}: about {human_size(needed)} are needed ({frames} "
             f"image(s), tasks {','.join(tasks)}, EXR {compression}{'' if previews else ', no previews'}), "
-            f"{_size(free)} are free on its disk; free some space or choose another output folder",
+            f"{human_size(free)} are free on its disk; free some space or choose another output folder",
             hints={"cli": _space_hint(tasks, previews, compression)},
         )
     orphans = tuple(find_orphans(out, jobs)) if out.is_dir() else ()
