@@ -427,3 +427,37 @@ def test_frame_written_by_the_project_writer_round_trips(tmp_path):
     json_path = write_bundle(tmp_path, "one", frames[0])
     still = export_usd(json_path, tmp_path / "one.usdc")
     assert direct.frames == 3 and still.frames == 1 and direct.people == 1
+
+
+def test_frames_in_memory_get_the_bundles_3d_keypoints(moving, tmp_path):
+    """Frames built in memory carry 2D keypoints only (ComfyUI, the Python API): the export samples their 3D from
+    the points by the bundle writer's rule, so the joints equal those of the stage written from the bundles."""
+    frames = moving_frames()
+    assert all(p.keypoints_3d is None for f in frames for p in f.people)
+    for number, frame in enumerate(frames, start=1):
+        frame.frame = number
+    memory = Usd.Stage.Open(str(export_usd(frames, tmp_path / "memory.usdc", fps=FPS).path))
+    bundles = Usd.Stage.Open(str(export_usd(moving, tmp_path / "bundles.usdc").path))
+    compared = 0
+    for track in (2, 5):
+        path = f"/Capture/People/Person_{track}/Animation"
+        ours, theirs = (s.GetPrimAtPath(path).GetAttribute("translations") for s in (memory, bundles))
+        for number in range(1, FRAMES + 1):
+            np.testing.assert_array_equal(np.asarray(ours.Get(number)), np.asarray(theirs.Get(number)))
+            compared += 1
+    assert compared == 2 * FRAMES
+
+
+def test_missing_usd_core_in_comfyui_says_how_to_install_there(tmp_path):
+    """ComfyUI's message names ComfyUI's own Python (no CLI extra), through the node's error wrapper."""
+    code = (
+        "import sys; sys.modules['pxr'] = None\n"
+        "from sapiens2_studio.core.formats.usd import require_pxr, UsdExportError\n"
+        "try:\n    require_pxr()\n"
+        "except UsdExportError as e:\n    print(e.text('comfyui')); print(e.text('cli'))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    comfy, cli = run.stdout.strip().splitlines()
+    assert comfy.startswith("USD export needs Pixar's 'usd-core' package, which is not installed")
+    assert f"{sys.executable} -m pip install usd-core" in comfy and "restart ComfyUI" in comfy
+    assert "sapiens2-studio[usd]" not in comfy and "pip install 'sapiens2-studio[usd]'" in cli

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .bundle import CaptureFrame, default_camera, metadata_tables, read_bundle
+from .arrays import host_array
+from .bundle import CaptureFrame, CapturePerson, default_camera, metadata_tables, read_bundle
+from .bundle import _sample_points as sample_points  # the bundle's keypoint → 3D rule, shared
 from .errors import FormatError
 from .exr import srgb_to_linear
 from .mesh import OPENCV_TO_FILE, pointmap_to_mesh, vertex_pixels
@@ -68,9 +71,15 @@ def require_pxr() -> Any:
         import pxr
         from pxr import Usd  # noqa: F401  (the compiled core: a broken install fails here, not later)
     except ImportError as exc:
+        install = "install it: pip install 'sapiens2-studio[usd]' (or: pip install usd-core)"
         raise UsdExportError(
-            "USD export needs Pixar's usd-core, which is not installed: pip install 'sapiens2-studio[usd]'",
-            hints={"comfyui": "Install it into ComfyUI's Python: python -m pip install usd-core"},
+            "USD export needs Pixar's 'usd-core' package, which is not installed",
+            hints={
+                "python": install,
+                "cli": install,
+                "comfyui": f"install it into ComfyUI's Python:  {sys.executable} -m pip install usd-core   then "
+                "restart ComfyUI",
+            },
         ) from exc
     return pxr
 
@@ -311,8 +320,16 @@ class _Track:
     scores: list[np.ndarray] = field(default_factory=list)
 
 
-def _person_key(person: Any) -> int:
-    return int(person.track_id) if person.track_id is not None else int(person.id)
+def _keypoints_3d(person: CapturePerson, frame: CaptureFrame) -> np.ndarray | None:
+    """The person's (308, 3) keypoints in the camera frame: the bundle's, or, for frames built in memory (ComfyUI,
+    the Python API), sampled from the frame's points by the bundle writer's own rule, so a stage written from
+    memory holds the same joints as one written from the bundle of the same frame."""
+    if person.keypoints_3d is not None:
+        return np.asarray(person.keypoints_3d, np.float64)
+    if frame.points is None:
+        return None
+    keypoints = np.asarray(person.keypoints, np.float32)
+    return sample_points(np.asarray(host_array(frame.points)), keypoints).astype(np.float64)
 
 
 def _filled(positions: np.ndarray) -> np.ndarray:
@@ -462,14 +479,12 @@ def _author(pxr, Sdf, Usd, UsdGeom, UsdSkel, Vt, frames, stage_path, clip_dir, c
                 clips.append((time, f"./{clip_dir_name}/{clip_name}"))
             else:
                 _set_mesh(UsdGeom, Vt, UsdGeom.Mesh(mesh_prim), data, Usd.TimeCode.Default(), declared)
-        for person in frame.people:
-            track = tracks.setdefault(_person_key(person), _Track(_person_key(person)))
-            kp3d = person.keypoints_3d
-            positions = (
-                np.full((308, 3), np.nan, np.float64)
-                if kp3d is None
-                else np.asarray(kp3d, np.float64) * OPENCV_TO_USD
-            )
+        for index_in_frame, raw in enumerate(frame.people):
+            person = CapturePerson.coerce(raw, index_in_frame)
+            key = int(person.track_id) if person.track_id is not None else index_in_frame
+            track = tracks.setdefault(key, _Track(key))
+            kp3d = _keypoints_3d(person, frame)
+            positions = np.full((308, 3), np.nan) if kp3d is None else kp3d * OPENCV_TO_USD
             track.times.append(time)
             track.positions.append(positions)
             track.scores.append(np.asarray(person.keypoints, np.float32)[:, 2])
