@@ -286,30 +286,121 @@ def test_realistic_walk_noise_free_is_reproduced_exactly():
     assert rotation.max() < 0.5
 
 
-def test_realistic_walk_with_3mm_noise_per_bone():
-    """The issue's noisy case: the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up.
-    The issue asks joints < 1 cm and bones < 3 deg; this solve does NOT reach it (issue 28 stays open on this
-    point). Measured (seed 5): joints max 5.3 cm (a dropped knee or ankle in a 4 Hz swing, filled linearly);
-    bones max: upper arm 27.7, hand 17.4, forearm 16.5, thigh/shin 11.4, foot 10.4, neck 5.2 deg. Held here as
-    regression bounds, per bone, so a change that helps shows and one that hurts fails."""
+# Per-bone maxima over the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, measured
+# on noise seeds 5 / 6 (degrees). The spine meets the issue's 3 deg; the rest do NOT and are held as regression
+# bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
+# test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees.
+WALK_MEASURED = {"spine": (1.82, 2.83), "spine1": (1.72, 2.35), "spine2": (1.90, 1.94), "hips": (2.76, 3.79),
+                 "neck": (4.79, 6.87), "head": (3.24, 3.56), "clavicle": (3.42, 3.50), "upper_arm": (10.62, 13.29),
+                 "forearm": (12.92, 11.27), "hand": (15.63, 11.36), "thigh": (6.19, 6.55), "shin": (6.35, 6.47),
+                 "foot": (7.94, 7.15), "toe": (7.90, 7.21)}  # fmt: skip
+WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 4.4, "neck": 7.9, "head": 4.1, "clavicle": 4.0,
+               "upper_arm": 15.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.5, "shin": 7.5, "foot": 9.2,
+               "toe": 9.2}  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_realistic_walk_with_3mm_noise_per_bone(seed):
+    """The issue's noisy case: the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, on
+    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine (hips to chest) only; the
+    rest is held per bone as a regression bound (``WALK_BOUNDS``), so a change that helps shows and one that hurts
+    fails. Measured joints max 2.22 / 1.64 cm (p99 1.0 cm): the rig's joints hang off chains of noisy rotations
+    (1 deg on a 0.8 m leg is 1.4 cm). Fingers are not bounded here (a 2 cm segment under 3 mm noise: see below)."""
     walk = _walker()
     truth = walk.walker(P)
-    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05)
+    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
     solved = P["rig_pipeline"].solve_person(
         noisy, scores >= 0.3, NAMES, walk.FPS, P["rig_pipeline"].RigSettings()
     )
     position, rotation = _errors(truth, solved)
-    _report("walk 3 mm", rotation, solved.rest.names)
-    print(
-        f"walk 3 mm: joints max {100 * position.max():.2f} cm, p99 {100 * np.percentile(position, 99):.2f} cm"
-    )
-    bounds = {"upper_arm": 30.0, "forearm": 20.0, "hand": 20.0, "thigh": 13.0, "shin": 13.0, "foot": 12.0,
-              "hips": 4.0, "spine": 4.0, "neck": 7.0, "head": 5.0, "clavicle": 5.0}  # fmt: skip
+    _report(f"walk 3 mm seed {seed}", rotation, solved.rest.names)
+    print(f"walk 3 mm seed {seed}: joints max {100 * position.max():.2f} cm, "
+          f"p99 {100 * np.percentile(position, 99):.2f} cm")  # fmt: skip
     for b, name in enumerate(solved.rest.names):
-        bound = bounds.get(name.split(".")[0])
+        bound = WALK_BOUNDS.get(name.split(".")[0])
         if bound is not None:
             assert rotation[:, b].max() < bound, name
-    assert position.max() < 0.06
+    assert position.max() < 0.026
+    assert np.percentile(position, 99) < 0.012
+
+
+def _lowpass(x: np.ndarray, cutoff: float, fps: float) -> np.ndarray:
+    """Ideal zero-phase low-pass over axis 0 (mirrored ends): the oracle filter of the limit test."""
+    frames = x.shape[0]
+    padded = np.concatenate([x[::-1], x, x[::-1]])
+    spectrum = np.fft.rfft(padded, axis=0)
+    spectrum[np.fft.rfftfreq(3 * frames, 1.0 / fps) > cutoff] = 0.0
+    return np.fft.irfft(spectrum, n=3 * frames, axis=0)[frames : 2 * frames]
+
+
+def _rotation_vector(r: np.ndarray) -> np.ndarray:
+    """(T, 3) rotation vectors (radians) of (T, 3, 3) rotations below 180 deg."""
+    angle = P["rig_math"].rotation_angle(np.eye(3), r)
+    axis = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], axis=-1)
+    return axis * (angle / np.maximum(2.0 * np.sin(angle), 1e-12))[:, None]
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees(seed):
+    """Why 3 deg at 3 mm noise is out of reach for the hands (and the forearms, whose twist is the hand's), the upper
+    arms and the fingers -- an oracle experiment that gives the estimator everything but the noise.
+
+    The oracle knows the true motion and only has to remove the noise of what each frame shows: the hand's
+    orientation from a rigid fit of its six points with the TRUE layout (no dropped joints), the upper arm's twist
+    from the true shoulder-elbow-wrist plane plus noise, a fingertip segment's direction. Its error is then filtered
+    by an ideal zero-phase low-pass -- with no bias at all, which no real smoother has. Per frame, the hand's
+    orientation has 1.7 / 2.0 / 3.6 deg rms per axis (the Cramer-Rao bound of a fit of this layout, 4.4 deg in all;
+    the twist about the hand's length is the weak axis: its points lie within 3.5 cm of it). Even cut at 2 Hz --
+    below the issue's own limb content (up to ~5 Hz, and a +-90 deg 2 Hz twist), so a real filter could not --
+    the hand keeps > 3 deg at its worst frame; at 5 Hz > 5 deg. The upper arm's twist, read from a bend plane
+    15-45 deg open, keeps > 3 deg at 2 Hz; a 2 cm finger segment > 9 deg. Measured (seeds 5 / 6): hand 2 Hz
+    3.68 / 3.87, 5 Hz 6.24 / 7.63 deg; upper arm 2 Hz 4.59 / 5.18 deg; index fingertip 2 Hz 13.8 / 12.8 deg."""
+    walk = _walker()
+    truth = walk.walker(P)
+    m, rest, world = truth["m"], truth["rest"], truth["world"]
+    rig_math, keypoints, skeleton = P["rig_math"], P["rig_keypoints"], P["rig_skeleton"]
+    kp = keypoints.KeypointIndex.from_names(NAMES)
+    noisy, _ = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=seed)
+    inner = slice(3, -3)  # the mirrored ends of the ideal filter aside
+    worst = {"hand 2 Hz": 0.0, "hand 5 Hz": 0.0, "upper arm 2 Hz": 0.0, "fingertip 2 Hz": 0.0}
+    for side in ("L", "R"):
+        n = keypoints.body_names(side)
+        names = [n["wrist"]] + [keypoints.finger_joint(f, 1, side) for f in keypoints.FINGER_WORD]
+        layout = m.side_layout(m.hand_layout, side)
+        observed = np.stack([kp(noisy, x) for x in names], axis=1)
+        fit = rig_math.kabsch(layout, observed - observed.mean(axis=1, keepdims=True))
+        hand = rest.index(f"hand.{side}")
+        seen = fit @ skeleton.side_frame(skeleton.HAND_REST, side).T @ rest.frames[hand]
+        error = _rotation_vector(np.swapaxes(world[:, hand], -1, -2) @ seen)  # the noise alone
+        centred = layout - layout.mean(axis=0)
+        fisher = sum(np.eye(3) * (r @ r) - np.outer(r, r) for r in centred) / 0.003**2
+        bound = np.degrees(np.sqrt(np.linalg.eigvalsh(np.linalg.inv(fisher))))
+        assert np.sqrt(np.sum(bound**2)) > 4.0  # per frame, the best any fit of these points can do
+        for cutoff in (2.0, 5.0):
+            kept = np.degrees(np.linalg.norm(_lowpass(error, cutoff, walk.FPS), axis=1))[inner].max()
+            worst[f"hand {cutoff:g} Hz"] = max(worst[f"hand {cutoff:g} Hz"], kept)
+        shoulder, elbow, wrist = (kp(noisy, n[x]) for x in ("shoulder", "elbow", "wrist"))
+        upper = world[:, rest.index(f"upper_arm.{side}")]
+        twist = rig_math.signed_angle(
+            upper[..., :, 0], np.cross(elbow - shoulder, wrist - elbow), upper[..., :, 1]
+        )
+        twist = np.angle(np.exp(1j * twist))
+        kept = np.degrees(np.abs(_lowpass(twist[:, None], 2.0, walk.FPS)[:, 0]))[inner].max()
+        worst["upper arm 2 Hz"] = max(worst["upper arm 2 Hz"], kept)
+        tip = rest.index(f"index3.{side}")
+        a, b = (
+            kp(noisy, keypoints.finger_joint("index", 3, side)),
+            kp(noisy, keypoints.finger_joint("index", 4, side)),
+        )
+        direction = rig_math.normalize(b - a) - world[:, tip][..., :, 1]
+        kept = np.degrees(np.linalg.norm(_lowpass(direction, 2.0, walk.FPS), axis=1))[inner].max()
+        worst["fingertip 2 Hz"] = max(worst["fingertip 2 Hz"], kept)
+    print(f"seed {seed}, oracle (noise only, ideal low-pass): "
+          + ", ".join(f"{k} {v:.2f} deg" for k, v in worst.items()))  # fmt: skip
+    assert worst["hand 2 Hz"] > 3.0
+    assert worst["hand 5 Hz"] > 5.0
+    assert worst["upper arm 2 Hz"] > 3.0
+    assert worst["fingertip 2 Hz"] > 9.0
 
 
 @pytest.mark.parametrize("noise", [0.0, 0.003])
