@@ -95,3 +95,35 @@ def make_file3d(path: str, fmt: str) -> Any | None:
             exc,
         )
         return None
+
+
+# ComfyUI's core video type (LoadVideo, CreateVideo, GetVideoComponents), where the host has it
+VIDEO = "VIDEO"
+
+
+def image_types() -> str:
+    """The type string of a frames socket: ``IMAGE``, plus ``VIDEO`` where this host has core video (a
+    comma-separated type matches either, in the backend and the frontend, like the box sockets)."""
+    return f"IMAGE,{VIDEO}" if hasattr(io, "Video") else "IMAGE"
+
+
+def frames_input(name: str, tooltip: str) -> io.Input:
+    """A required socket taking an IMAGE batch, or a VIDEO where the host has one (its frames and rate)."""
+    if not hasattr(io, "Video"):
+        return io.Image.Input(name, tooltip=tooltip)
+    return io.Custom(image_types()).Input(name, tooltip=tooltip + " A VIDEO gives its frames and frame rate.")
+
+
+def frames_of(value: Any) -> tuple[Any, float | None]:
+    """(IMAGE batch, frame rate or None) of a frames socket's value: an IMAGE tensor as it is, a VIDEO as
+    ``GetVideoComponents`` gives it (``get_components()``: images and frame_rate, a Fraction)."""
+    if hasattr(value, "shape"):
+        return value, None
+    components = getattr(value, "get_components", None)
+    if components is None:
+        from ..core.studio.errors import StudioError
+
+        raise StudioError(f"expected an IMAGE batch or a VIDEO, got {type(value).__name__}")
+    parts = components()
+    rate = getattr(parts, "frame_rate", None)
+    return parts.images, (float(rate) if rate is not None and float(rate) > 0 else None)

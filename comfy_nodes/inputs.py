@@ -43,3 +43,28 @@ def score_threshold_input(tooltip: str) -> io.Input:
 
 def filename_prefix_input(default: str) -> io.Input:
     return io.String.Input("filename_prefix", default=default, tooltip="Path inside ComfyUI's output folder.")
+
+
+SMOOTH_TOOLTIP = (
+    "A batch is a sequence (a video's frames): smooth the keypoints (One-Euro filter per person track) and, in "
+    "Save Capture Bundle, the pointmap scale, exactly as `sapiens2 predict --smooth`. People always keep a track "
+    "id across the batch (POSE_KEYPOINT person_id), with or without smoothing."
+)
+
+
+def smooth_input() -> io.Input:
+    """The CLI's ``--smooth`` (default off); optional, added later: saved API prompts without it keep working."""
+    return io.Boolean.Input("smooth", default=False, optional=True, tooltip=SMOOTH_TOOLTIP)
+
+
+def fps_input(default: float = 0.0, *, optional: bool = True) -> io.Input:
+    """The CLI's ``--fps``: 0 takes the video's frame rate, else 24 (the CLI's default)."""
+    return io.Float.Input(
+        "fps",
+        default=default,
+        min=0.0,
+        max=1000.0,
+        step=0.01,
+        optional=optional,
+        tooltip="Frame rate of the sequence (smoothing and the bundle's index); 0: the video's, else 24.",
+    )

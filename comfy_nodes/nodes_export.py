@@ -9,8 +9,8 @@ from comfy_api.latest import io, ui
 from ..core.formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..core.formats.exr import require_openexr
 from ..core.studio import exports
-from ..core.studio.batches import TaskBatch
-from ..core.studio.capture import capture_frames
+from ..core.studio.batches import TaskBatch, check_image
+from ..core.studio.sequence import save_sequence_bundle, sequence_fps
 from .comfy_host import ComfyHost
 from .compat import (
     MattingData,
@@ -19,11 +19,13 @@ from .compat import (
     PoseData,
     SegData,
     file3d_output_type,
+    frames_input,
+    frames_of,
     make_file3d,
     schema,
 )
 from .errors import node_errors
-from .inputs import filename_prefix_input
+from .inputs import filename_prefix_input, smooth_input
 
 BUNDLE_NAME = "Sapiens2 Save Capture Bundle"
 MESH_NAME = "Sapiens2 Export Mesh"
@@ -53,11 +55,10 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
             search_aliases=["blender", "exr", "export", "capture"],
             description="Writes a capture bundle (EXR layers + JSON: image, pointmap, normals, albedo, seg, mask, "
             "matte, camera, 308 keypoints with 3D positions) for the Sapiens2 Blender add-on. A batch becomes a numbered "
-            "sequence. Needs the 'openexr' package.",
+            "sequence with tracked people (smoothed with 'smooth', as `sapiens2 predict --smooth`), written a few "
+            "frames at a time. Needs the 'openexr' package.",
             inputs=[
-                io.Image.Input(
-                    "image", tooltip="The source image(s); every other input must match their size."
-                ),
+                frames_input("image", "The source image(s); every other input must match their size."),
                 filename_prefix_input("sapiens2/capture"),
                 PoseData.Input("pose", optional=True, tooltip="Raw 308-keypoint pose (from Sapiens2 Pose)."),
                 SegData.Input("seg", optional=True, tooltip="Segmentation (from Sapiens2 Segment)."),
@@ -72,7 +73,12 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                     "mask", optional=True, tooltip="Person mask; default: the segmentation's foreground."
                 ),
                 io.Float.Input(
-                    "fps", default=24.0, min=0.01, max=1000.0, step=0.01, tooltip="Frame rate of a sequence."
+                    "fps",
+                    default=0.0,
+                    min=0.0,
+                    max=1000.0,
+                    step=0.01,
+                    tooltip="Frame rate of a sequence (the index and smoothing); 0: the video's, else 24.",
                 ),
                 MattingData.Input(
                     "matting",
@@ -87,6 +93,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                     tooltip="The EXR's compression, all lossless: zip (smallest), zips (one scanline per "
                     "block, as Nuke writes), none (fastest to write and read, ~2.5x the bytes).",
                 ),
+                smooth_input(),
             ],
             outputs=[
                 io.String.Output(
@@ -112,19 +119,28 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         mask=None,
         matting=None,
         exr_compression=DEFAULT_EXR_COMPRESSION,
+        smooth=False,
     ) -> io.NodeOutput:
         require_openexr()  # before any work
+        image, video_fps = frames_of(image)
         host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
-        frames = capture_frames(image, batches, albedo_image=albedo, mask=mask, host=host)
-        folder, name, subfolder = _output_target(filename_prefix, frames[0].width, frames[0].height)
-        path = exports.save_capture_bundle(
-            folder, name, frames, fps=fps, host=host, compression=exr_compression
+        height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip
+        folder, name, subfolder = _output_target(filename_prefix, width, height)
+        path, count = save_sequence_bundle(
+            folder,
+            name,
+            image,
+            batches,
+            fps=sequence_fps(fps, video_fps),
+            smooth=smooth,
+            albedo_image=albedo,
+            mask=mask,
+            host=host,
+            compression=exr_compression,
         )
         relative = _relative(str(path), subfolder)
-        text = "\n".join(
-            [f"saved {relative} ({len(frames)} frame(s))", *(f"warning: {n}" for n in host.notes)]
-        )
+        text = "\n".join([f"saved {relative} ({count} frame(s))", *(f"warning: {n}" for n in host.notes)])
         return io.NodeOutput(relative, ui=ui.PreviewText(text))
 
 

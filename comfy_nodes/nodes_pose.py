@@ -10,12 +10,13 @@ from ..core.formats.keypoints import to_pose_keypoint
 from ..core.studio.batches import check_image
 from ..core.studio.boxes import boxes_per_image
 from ..core.studio.drawing import render_poses
+from ..core.studio.sequence import pass_pose_batch, sequence_fps
 from ..core.studio.tasks import TaskOptions, run_tasks
 from . import labels
 from .comfy_host import ComfyHost
-from .compat import PoseData, PoseKeypoint, bounding_box_input, schema
+from .compat import PoseData, PoseKeypoint, bounding_box_input, frames_input, frames_of, schema
 from .errors import node_errors
-from .inputs import chunk_size_input, image_input, model_input, score_threshold_input
+from .inputs import chunk_size_input, fps_input, model_input, score_threshold_input, smooth_input
 
 POSE_NAME = "Sapiens2 Pose"
 DRAW_NAME = "Sapiens2 Draw Pose"
@@ -35,7 +36,7 @@ class Sapiens2Pose(io.ComfyNode):
             ),
             inputs=[
                 model_input("pose", "pose"),
-                image_input("analyse"),
+                frames_input("image", "Images to analyse (any size; batches are fine)."),
                 bounding_box_input(
                     "bboxes",
                     "Person boxes (e.g. from RT-DETR). Without boxes or a seg model, the whole image is "
@@ -82,6 +83,8 @@ class Sapiens2Pose(io.ComfyNode):
                     tooltip="A frame where seg_model finds no person: take the whole image as one person (right "
                     "for single-person crops) or give no people (right for videos where people leave the frame).",
                 ),
+                smooth_input(),
+                fps_input(),
             ],
             outputs=[
                 PoseKeypoint.Output(
@@ -108,9 +111,12 @@ class Sapiens2Pose(io.ComfyNode):
         score_threshold,
         chunk_size,
         when_nobody_found=labels.NOBODY_DEFAULT,
+        smooth=False,
+        fps=0.0,
         bboxes=None,
         seg_model=None,
     ) -> io.NodeOutput:
+        image, video_fps = frames_of(image)
         b, h, w = check_image(image, "").shape[:3]
         boxes = boxes_per_image(bboxes, b, w, h)
         models = {"pose": model}
@@ -123,6 +129,8 @@ class Sapiens2Pose(io.ComfyNode):
             boxes=boxes,
         )
         batch = run_tasks(models, image, ComfyHost(cls.hidden.unique_id), options)["pose"]
+        if b > 1:  # a batch is a sequence: track ids always, smoothing on request (the CLI's pass)
+            batch = pass_pose_batch(batch, sequence_fps(fps, video_fps), smooth=smooth)
         frames = to_pose_keypoint(
             batch.results,
             flavor=labels.lookup(labels.POSE_FORMATS, keypoint_format, "keypoint format"),

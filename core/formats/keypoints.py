@@ -390,12 +390,16 @@ def to_pose_keypoint(
     **options: Any,
 ) -> list[dict[str, Any]]:
     """PoseResults (anything with `.people[*].keypoints` and `.image_size` (W, H)) → ComfyUI POSE_KEYPOINT:
-    a list with one frame dict per image (`people`, `canvas_width`, `canvas_height`)."""
+    a list with one frame dict per image (`people`, `canvas_width`, `canvas_height`). A tracked person (a
+    sequence's `track_id`) keeps it as OpenPose's `person_id` ([id], as OpenPose's JSON writes it)."""
     frames = []
     for result in results:
         width, height = (int(v) for v in result.image_size)
-        people = [
-            person_to_openpose(p.keypoints, canvas_size=(width, height), **options) for p in result.people
-        ]
+        people = []
+        for p in result.people:
+            person = person_to_openpose(p.keypoints, canvas_size=(width, height), **options)
+            if getattr(p, "track_id", None) is not None:
+                person["person_id"] = [int(p.track_id)]
+            people.append(person)
         frames.append({"people": people, "canvas_width": width, "canvas_height": height})
     return frames

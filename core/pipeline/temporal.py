@@ -18,6 +18,7 @@ import torch
 from .errors import PipelineError
 from .postprocess import Intrinsics
 from .results import PersonPose, PointmapResult, PoseResult
+from .tracking import PersonTracker
 
 
 def _alpha(cutoff: np.ndarray | float, rate: float) -> np.ndarray | float:
@@ -58,30 +59,78 @@ class OneEuroFilter:
         return x
 
 
-def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
+class BodyFilter:
+    """One-Euro smoothing of one person's keypoints relative to their body centre.
+
+    Why relative: the filter's cutoff rises with speed, so on a person who walks, every keypoint moves fast and
+    a filter on image positions hardly smooths anything. Split each frame into the body centre (the mean of the
+    keypoints weighted by how far their score is above `min_score`, so a point crossing the threshold moves the
+    centre smoothly; averaging many points makes the centre's own noise small) and each keypoint's offset from
+    it; each part gets its own One-Euro filter, so a still hand on a walking body is smoothed as a still hand,
+    and a sudden move of the whole body (its centre) is followed at once. `relative=False`: one filter on the
+    positions (the classic One-Euro use)."""
+
+    def __init__(
+        self, options: dict[str, float], min_score: float, *, relative: bool = True, centre_beta: float = 1.0
+    ) -> None:
+        self.offsets = OneEuroFilter(**options)
+        self.centre = OneEuroFilter(**{**options, "beta": centre_beta}) if relative else None
+        self.min_score = min_score
+
+    def reset(self) -> None:
+        self.offsets.reset()
+        if self.centre is not None:
+            self.centre.reset()
+
+    def body_centre(self, kp: np.ndarray) -> np.ndarray:
+        """(2,) the score-weighted centre of (N, 3) keypoints (the plain mean of the finite ones if none counts)."""
+        finite = np.isfinite(kp).all(axis=1)
+        weights = np.where(finite, np.clip(kp[:, 2] - self.min_score, 0.0, None), 0.0)
+        if not weights.sum() > 0:
+            weights = finite.astype(np.float64)
+        if not weights.sum() > 0:
+            return np.zeros(2)
+        return (np.where(finite[:, None], kp[:, :2], 0.0) * weights[:, None]).sum(axis=0) / weights.sum()
+
+    def __call__(self, kp: np.ndarray) -> np.ndarray:
+        """Smoothed (N, 2) positions of (N, 3) float64 keypoints; points below `min_score` come back as they are
+        and restart their filter."""
+        low = (kp[:, 2] < self.min_score)[:, None]
+        if self.centre is None:
+            smoothed = self.offsets(kp[:, :2])
+        else:
+            centre = self.body_centre(kp)
+            smoothed = self.centre(centre)[None, :] + self.offsets(kp[:, :2] - centre[None, :])
+        if low.any():
+            self.offsets.reset(np.broadcast_to(low, smoothed.shape))
+        return np.where(low, kp[:, :2], smoothed)
+
+    def prime(self, kp: np.ndarray) -> None:
+        """State from keypoints that did not come through this filter (speeds start at 0)."""
+        low = ~np.isfinite(kp).all(axis=1) | (kp[:, 2] < self.min_score)
+        centre = np.zeros(2) if self.centre is None else self.body_centre(kp)
+        self.offsets.x = np.where(low[:, None], np.nan, kp[:, :2] - centre[None, :])
+        self.offsets.dx = np.zeros_like(self.offsets.x)
+        if self.centre is not None:
+            self.centre.x, self.centre.dx = centre, np.zeros(2)
 
 
 class KeypointSmoother:
     """Streams PoseResults frame by frame; returns smoothed copies with `track_id` set on every person.
 
-    match "order": person i is track i. "iou": greedy matching of boxes to the tracks' last boxes (IoU ≥
-    `iou_threshold`), new tracks for the rest; tracks unseen for `max_missing` frames are dropped.
-    Keypoints below `min_score` are passed through unfiltered and restart their filter when seen again; a
-    track seen again after missed frames restarts its filter too (the filter assumes one frame per step, so
-    its old state would read the gap as a one-frame jump). `smooth=False` only tracks: keypoints are returned
-    unchanged, with their `track_id`.
+    Track ids come from `tracking.PersonTracker` (match "order": person i is track i; "iou": boxes matched to
+    the tracks' predicted boxes, a person who leaves and comes back re-identified; see its module). Keypoints go
+    through a `BodyFilter` per track (relative to the body centre unless `relative=False`). Keypoints below
+    `min_score` are passed through unfiltered and restart their filter when seen again; a track seen again after
+    missed frames restarts its filter too (the filter assumes one frame per step, so its old state would read the
+    gap as a one-frame jump). `smooth=False` only tracks: keypoints are returned unchanged, with their `track_id`.
     """
 
     def __init__(
         self,
         fps: float = 30.0,
         *,
-        min_cutoff: float = 1.0,
+        min_cutoff: float = 0.5,
         beta: float = 0.01,
         d_cutoff: float = 1.0,
         match: Literal["order", "iou"] = "iou",
@@ -89,64 +138,36 @@ class KeypointSmoother:
         min_score: float = 0.3,
         max_missing: int = 5,
         smooth: bool = True,
+        relative: bool = True,
+        centre_beta: float = 1.0,
     ) -> None:
-        if match not in ("order", "iou"):
-            raise PipelineError(f"match must be 'order' or 'iou', got {match!r}")
+        self.tracker = PersonTracker(fps, match=match, iou_threshold=iou_threshold, max_missing=max_missing)
         self.options = {"fps": fps, "min_cutoff": min_cutoff, "beta": beta, "d_cutoff": d_cutoff}
-        self.match, self.iou_threshold, self.min_score, self.max_missing = (
-            match,
-            iou_threshold,
+        OneEuroFilter(**self.options)  # the options' errors now, not on the first person
+        self.min_score, self.smooth, self.relative, self.centre_beta = (
             min_score,
-            max_missing,
+            smooth,
+            relative,
+            centre_beta,
         )
-        self.tracks: dict[
-            int, tuple[OneEuroFilter, tuple[float, ...], int]
-        ] = {}  # id → filter, last box, missed
-        self._next_id = 0
-        self.smooth = smooth
+        self.filters: dict[int, BodyFilter] = {}
 
-    def _assign(self, people: Sequence[Any]) -> list[int]:
-        if self.match == "order":
-            return list(range(len(people)))
-        pairs = sorted(
-            (
-                (box_iou(p.bbox, box), i, tid)
-                for i, p in enumerate(people)
-                for tid, (_, box, _) in self.tracks.items()
-            ),
-            reverse=True,
-        )
-        ids: list[int | None] = [None] * len(people)
-        used: set[int] = set()
-        for iou, i, tid in pairs:
-            if iou < self.iou_threshold:
-                break
-            if ids[i] is None and tid not in used:
-                ids[i] = tid
-                used.add(tid)
-        for i in range(len(people)):
-            if ids[i] is None:
-                while self._next_id in self.tracks:
-                    self._next_id += 1
-                ids[i] = self._next_id
-                self._next_id += 1
-        return [int(i) for i in ids]  # type: ignore[arg-type]
+    def _filter(self, tid: int) -> BodyFilter:
+        if tid not in self.filters:
+            self.filters[tid] = BodyFilter(
+                self.options, self.min_score, relative=self.relative, centre_beta=self.centre_beta
+            )
+        return self.filters[tid]
 
     def prime(self, people: Sequence[PersonPose], next_id: int = 0) -> None:
         """Continue from people that did not come through this smoother (a resumed run's last committed frame):
         their tracks, boxes and keypoints become the state, so track ids carry on. The filter's speed starts at 0
         (it is not stored), so smoothing after a resume may differ slightly from an uninterrupted run."""
-        self.tracks = {}
-        for person in people:
-            if person.track_id is None:
-                continue
-            filt = OneEuroFilter(**self.options)
-            kp = np.asarray(person.keypoints, dtype=np.float64)
-            low = ~np.isfinite(kp).all(axis=1) | (kp[:, 2] < self.min_score)
-            filt.x = np.where(low[:, None], np.nan, kp[:, :2])
-            filt.dx = np.zeros_like(filt.x)
-            self.tracks[int(person.track_id)] = (filt, tuple(float(v) for v in person.bbox), 0)
-        self._next_id = max([next_id, self._next_id, *(t + 1 for t in self.tracks)])
+        tracked = [p for p in people if p.track_id is not None]
+        self.tracker.prime({int(p.track_id): p.bbox for p in tracked}, next_id)  # type: ignore[arg-type]
+        self.filters = {}
+        for person in tracked:
+            self._filter(int(person.track_id)).prime(np.asarray(person.keypoints, dtype=np.float64))  # type: ignore[arg-type]
 
     def update(self, result: PoseResult) -> PoseResult:
         return replace(result, people=self.update_people(result.people))
@@ -155,32 +176,21 @@ class KeypointSmoother:
         """One frame's people (any dataclass with `bbox`, `keypoints` and `track_id`: PersonPose, or a capture
         bundle's CapturePerson), in frame order; returns tracked (and smoothed) copies."""
         people_in = list(people_in)
-        ids = self._assign(people_in)
+        ids = self.tracker.assign([p.bbox for p in people_in])
         people = []
         for person, tid in zip(people_in, ids):
-            filt = self.tracks[tid][0] if tid in self.tracks else OneEuroFilter(**self.options)
-            if tid in self.tracks and self.tracks[tid][2] > 0:
+            filt = self._filter(tid)
+            if tid in self.tracker.returning:
                 filt.reset()  # back after a gap: start afresh rather than smear the gap into one step
-            self.tracks[tid] = (filt, tuple(person.bbox), 0)
             if not self.smooth:
                 people.append(replace(person, track_id=tid))
                 continue
             kp = person.keypoints.astype(np.float64)
-            low = (kp[:, 2] < self.min_score)[:, None]
-            smoothed = filt(kp[:, :2])
-            if low.any():
-                filt.reset(np.broadcast_to(low, smoothed.shape))
             out = kp.copy()
-            out[:, :2] = np.where(low, kp[:, :2], smoothed)
+            out[:, :2] = filt(kp)
             people.append(replace(person, keypoints=out.astype(np.float32), track_id=tid))
-        seen = set(ids)
-        for tid in list(self.tracks):
-            if tid not in seen:
-                filt, box, missed = self.tracks[tid]
-                if missed + 1 > self.max_missing:
-                    del self.tracks[tid]
-                else:
-                    self.tracks[tid] = (filt, box, missed + 1)
+        for tid in [t for t in self.filters if t not in self.tracker.tracks]:
+            del self.filters[tid]  # forgotten by the tracker
         return people
 
 

@@ -24,6 +24,8 @@ class TaskBatch:
     task: str
     results: list[Any]
     model: dict[str, Any] | None = None
+    # the temporal pass the results went through as one sequence (`sequence.BatchSequence.record`); None: raw
+    temporal: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.results)

@@ -102,6 +102,8 @@ def capture_frames(
     host: Host | None = None,
     where: str = "",
     consume: bool = False,
+    first: int = 0,
+    total: int | None = None,
 ) -> list[CaptureFrame]:
     """One CaptureFrame per image from task batches (task → TaskBatch, any subset).
 
@@ -111,7 +113,8 @@ def capture_frames(
     `host`, named by the source name (or the frame number). `consume`: the caller hands the results over (the
     engine's job drops them after capture), so a pointmap is masked in its own memory instead of copied (648 MB
     less on a 9000×6000 photo); the frame's points then share that memory, and a seg result's labels become the
-    frame's int32 labels (the int64 ones are released at once).
+    frame's int32 labels (the int64 ones are released at once). `first`, `total`: the images are frames
+    `first`.. of a batch of `total` given in windows (a long clip in bounded memory), for the messages' numbers.
     """
     pictures = _image_list(images, where)
     count = len(pictures)
@@ -124,7 +127,7 @@ def capture_frames(
     frames = []
     for i, picture in enumerate(pictures):
         height, width = picture.shape[:2]
-        which = "the image" if count == 1 else f"image {i + 1}"
+        which = "the image" if (total or count) == 1 else f"image {first + i + 1}"
         results = {task: (None if b is None else b[i]) for task, b in checked.items()}
         for task, result in results.items():
             if result is not None and _result_size(result) != (width, height):
@@ -179,7 +182,9 @@ def capture_frames(
         if pointmap is not None:
             frame.points = _stored_points(pointmap.points, frame_mask, consume)
         if host is not None and frame.checks is not None:
-            label = (source_names[i] if source_names else None) or (f"frame {i + 1}" if count > 1 else "")
+            label = (source_names[i] if source_names else None) or (
+                f"frame {first + i + 1}" if (total or count) > 1 else ""
+            )
             for warning in frame.checks.warnings:
                 host.note(f"{label}: {warning}" if label else warning)
         frames.append(frame)

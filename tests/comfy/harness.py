@@ -231,3 +231,53 @@ def execution_error(entry: dict) -> dict | None:
 
 def load_json(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def two_person_clip(frames: int = 30, width: int = 160, height: int = 112):
+    """A clip of two figures walking towards each other and crossing (A ahead of B, a little lower), with
+    swinging arms: (list of uint8 H×W×3 frames, per-frame boxes [[x1, y1, x2, y2], …]). Deterministic."""
+    import numpy as np
+
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    background = np.stack([xx / width, yy / height, 0.4 + 0 * xx], -1)
+    images, boxes = [], []
+    for i in range(frames):
+        t = i / max(1, frames - 1)
+        img = background.copy()
+        frame_boxes = []
+        for cx, cy, colour in (
+            (20 + 120 * t, height * 0.52, (0.85, 0.6, 0.5)),
+            (140 - 120 * t, height * 0.48, (0.4, 0.7, 0.9)),
+        ):
+            swing = 6.0 * np.sin(2 * np.pi * 2.5 * i / 24.0)  # 2.5 Hz arm swing at 24 fps
+            body = ((xx - cx) / 9) ** 2 + ((yy - cy) / 28) ** 2 < 1
+            head = (xx - cx) ** 2 + (yy - (cy - 34)) ** 2 < 7**2
+            arm = (np.abs(xx - (cx + swing * (yy - cy + 20) / 30)) < 2.5) & (yy > cy - 20) & (yy < cy + 10)
+            img[body | head | arm] = colour
+            frame_boxes.append([round(cx - 16, 1), round(cy - 44, 1), round(cx + 16, 1), round(cy + 30, 1)])
+        images.append((img * 255).astype(np.uint8))
+        boxes.append(frame_boxes)
+    return images, boxes
+
+
+def write_clip_frames(folder: Path, name: str, images) -> list[Path]:
+    """Numbered PNG frames `<name>_0001.png`… (what the CLI reads as one sequence)."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, image in enumerate(images):
+        path = folder / f"{name}_{i + 1:04d}.png"
+        Image.fromarray(image).save(path)
+        paths.append(path)
+    return paths
+
+
+def write_clip_tiff(path: Path, images) -> Path:
+    """The same frames as one lossless multi-page TIFF: ComfyUI's LoadImage gives it as one IMAGE batch."""
+    from PIL import Image
+
+    pages = [Image.fromarray(image) for image in images]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pages[0].save(path, save_all=True, append_images=pages[1:], compression="tiff_deflate")
+    return path

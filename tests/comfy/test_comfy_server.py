@@ -16,6 +16,9 @@ import pytest
 pytestmark = pytest.mark.comfyui
 
 M, IMG, MASK = "SAPIENS2_MODEL", "IMAGE", "MASK"
+FRAMES = (
+    "IMAGE,VIDEO"  # a frames socket: an IMAGE batch or ComfyUI's core VIDEO (both supported hosts have it)
+)
 # node id -> (input name -> socket type, output types); combos show as COMBO.
 EXPECTED = {
     "Sapiens2ModelLoader": (
@@ -24,9 +27,9 @@ EXPECTED = {
         [M, "STRING"],
     ),
     "Sapiens2Pose": (
-        {"model": M, "image": IMG, "bboxes": "(boxes)", "seg_model": M, "flip_test": "BOOLEAN",
+        {"model": M, "image": FRAMES, "bboxes": "(boxes)", "seg_model": M, "flip_test": "BOOLEAN",
          "keypoint_format": "COMBO", "neck_mode": "COMBO", "score_threshold": "FLOAT", "chunk_size": "INT",
-         "when_nobody_found": "COMBO"},
+         "when_nobody_found": "COMBO", "smooth": "BOOLEAN", "fps": "FLOAT"},
         ["POSE_KEYPOINT", "SAPIENS2_POSE"],
     ),
     "Sapiens2DrawPose": (
@@ -69,15 +72,21 @@ EXPECTED = {
         [IMG, IMG],
     ),
     "Sapiens2SaveCaptureBundle": (
-        {"image": IMG, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
+        {"image": FRAMES, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
          "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT",
-         "matting": "SAPIENS2_MATTING", "exr_compression": "COMBO"},
+         "matting": "SAPIENS2_MATTING", "exr_compression": "COMBO", "smooth": "BOOLEAN"},
         ["STRING"],
     ),
     "Sapiens2ExportMesh": (
         {"pointmap": "SAPIENS2_POINTMAP", "image": IMG, "mask": MASK, "normals": "SAPIENS2_NORMAL",
          "format": "COMBO", "filename_prefix": "STRING", "max_edge_ratio": "FLOAT"},
         ["STRING"],  # + FILE_3D on hosts that have ComfyUI's 3D file type
+    ),
+    "Sapiens2SaveUSD": (
+        {"image": IMG, "pointmap": "SAPIENS2_POINTMAP", "format": "COMBO", "filename_prefix": "STRING",
+         "fps": "FLOAT", "max_edge_ratio": "FLOAT", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
+         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "mask": MASK, "matting": "SAPIENS2_MATTING"},
+        ["STRING"],
     ),
 }  # fmt: skip
 WORKFLOW_NAMES = (

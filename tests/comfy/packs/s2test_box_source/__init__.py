@@ -10,7 +10,8 @@ import json
 
 
 class TestBoxSource:
-    """``boxes`` (JSON list of {x, y, width, height}) as one frame's BOUNDING_BOX and as BOUNDING_BOXES."""
+    """``boxes`` (JSON list of {x, y, width, height}) as one frame's BOUNDING_BOX and as BOUNDING_BOXES; a JSON
+    list of such lists is one per frame (BOUNDING_BOX per frame, BOUNDING_BOXES of the first)."""
 
     @classmethod
     def INPUT_TYPES(cls):
@@ -22,7 +23,11 @@ class TestBoxSource:
     CATEGORY = "testing"
 
     def make(self, boxes: str):
-        frame = [dict(box) for box in json.loads(boxes)]
+        value = json.loads(boxes)
+        if value and all(isinstance(v, list) for v in value):  # one list per frame: a clip's moving people
+            frames = [[dict(box) for box in frame] for frame in value]
+            return (frames, [{**box, "metadata": {"label": "person"}} for box in frames[0]])
+        frame = [dict(box) for box in value]
         with_metadata = [{**box, "metadata": {"label": "person"}} for box in frame]
         return ([frame], with_metadata)
 
