@@ -9,6 +9,7 @@ The add-on needs neither torch nor the ``sapiens2_studio`` package.
 import bpy
 
 from .ui.export_ops import EXPORT_ANIM_OT_sapiens2_mocap, menu_export
+from .ui.export_usd_ops import classes as usd_classes
 from .ui.operators import IMPORT_SCENE_OT_sapiens2_capture, SAPIENS2_FH_capture, menu_import
 from .ui.panel import SAPIENS2_PT_capture
 from .ui.retarget_ops import SAPIENS2_OT_retarget, SAPIENS2_OT_rigify, menu_retarget
@@ -20,6 +21,7 @@ classes = (
     EXPORT_ANIM_OT_sapiens2_mocap,
     SAPIENS2_OT_retarget,
     SAPIENS2_OT_rigify,
+    *usd_classes,  # File > Export/Import > Sapiens2 USD (their menu entries register with them)
 )
 
 

@@ -29,6 +29,7 @@ from sapiens2_studio.core.formats.exr import srgb_to_linear  # noqa: E402
 from sapiens2_studio.core.formats.mesh import pointmap_to_mesh, vertex_pixels  # noqa: E402
 from sapiens2_studio.core.formats.sequence import read_sequence, write_sequence  # noqa: E402
 from sapiens2_studio.core.formats.usd import (  # noqa: E402
+    FPS_ATTRIBUTE,
     OPENCV_TO_USD,
     UsdExportError,
     export_usd,
@@ -186,6 +187,8 @@ def test_stage_metadata_and_model_hierarchy(moving, tmp_path):
     assert stage.GetTimeCodesPerSecond() == seq.fps == stage.GetFramesPerSecond()
     assert (stage.GetStartTimeCode(), stage.GetEndTimeCode()) == (seq.frame_numbers[0], seq.frame_numbers[-1])
     assert stage.GetDefaultPrim().GetPath() == Sdf.Path("/Capture")
+    # the rate again as a custom attribute, which Blender's importer (unlike the metadata) reads: see check_usd.py
+    assert stage.GetDefaultPrim().GetAttribute(FPS_ATTRIBUTE).Get() == seq.fps
     kinds = {
         str(p.GetPath()): Usd.ModelAPI(p).GetKind() for p in stage.Traverse() if Usd.ModelAPI(p).GetKind()
     }

@@ -38,6 +38,7 @@ from .mesh import OPENCV_TO_FILE, pointmap_to_mesh, vertex_pixels
 from .sequence import read_sequence
 
 __all__ = [
+    "FPS_ATTRIBUTE",
     "OPENCV_TO_USD",
     "ROOT",
     "USD_SUFFIXES",
@@ -54,6 +55,7 @@ __all__ = [
 OPENCV_TO_USD = OPENCV_TO_FILE
 ROOT = "/Capture"
 USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
+FPS_ATTRIBUTE = "userProperties:sapiens2:framesPerSecond"  # the rate again, for Blender (see _author)
 # A 36 mm film back across the image width. USD measures focal length and apertures in tenths of a scene unit
 # (UsdGeomCamera; Blender's importer and exporter follow it), so with metres as the unit 36 mm is 0.36.
 _FILM_BACK_MM = 36.0
@@ -436,6 +438,9 @@ def _author(pxr, Sdf, Usd, UsdGeom, UsdSkel, Vt, frames, stage_path, clip_dir, c
     UsdGeom.SetStageMetersPerUnit(stage, 1.0)
     stage.SetTimeCodesPerSecond(fps)
     stage.SetFramesPerSecond(fps)
+    # Blender's USD importer ignores the two above (its scene keeps its own rate) but imports custom attributes:
+    # this one arrives as the root empty's `sapiens2:framesPerSecond`, which the add-on's USD import applies.
+    root.GetPrim().CreateAttribute(FPS_ATTRIBUTE, Sdf.ValueTypeNames.Double, custom=True).Set(fps)
 
     mesh_path = f"{ROOT}/Pointmap/Mesh"
     clips: list[tuple[float, str]] = []

@@ -150,3 +150,73 @@ def test_skeletons_animate_and_the_range_is_kept(bpy_empty, usd_dir, name):
         fcurves = action.fcurves
     keys = sorted({round(k.co[0], 3) for fc in fcurves for k in fc.keyframe_points})
     assert keys == [float(n) for n in numbers]
+
+
+def test_blenders_importer_drops_the_rate_and_the_addons_import_sets_it(bpy_empty, usd_dir):
+    """What holds for the frame rate: Blender's own importer keeps the range but not the rate (the scene stays at
+    its 24 fps for the 30 fps stage, whatever timeCodesPerSecond/framesPerSecond say); it does import the root's
+    custom attribute userProperties:sapiens2:framesPerSecond, and the add-on's USD import sets the rate from it."""
+    bpy = bpy_empty
+    scene = bpy.context.scene
+    assert scene.render.fps == 24 and scene.render.fps_base == 1.0
+    _import(bpy, usd_dir / "moving.usdc")
+    assert (scene.frame_start, scene.frame_end) == (1, 15)
+    assert scene.render.fps / scene.render.fps_base == 24.0, (
+        "Blender now reads the rate: update docs/formats.md"
+    )
+    assert bpy.data.objects["Capture"]["sapiens2:framesPerSecond"] == 30.0
+    bpy.ops.wm.read_homefile(use_empty=True)
+    scene = bpy.context.scene
+    assert bpy.ops.import_scene.sapiens2_usd(filepath=str(usd_dir / "moving.usdz")) == {"FINISHED"}
+    assert scene.render.fps / scene.render.fps_base == 30.0 and (scene.frame_start, scene.frame_end) == (
+        1,
+        15,
+    )
+    assert len([o for o in scene.objects if o.type == "ARMATURE"]) == 2
+
+
+def test_addon_exports_the_capture_with_its_rig_through_blenders_usd_exporter(
+    bpy_empty, addon, bundles, tmp_path
+):
+    """The add-on's command: the imported walk (12 fps) with its humanoid rig (Mixamo names) written by Blender's
+    USD exporter, read back by Blender's importer: the rig's bones, the frame range, the camera, and the rate in
+    the stage's header and (through the add-on's USD import) in the scene."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / "walk.sequence.json"), import_rig=True
+    ) == {"FINISHED"}  # fmt: skip
+    scene = bpy.context.scene
+    fps = scene.render.fps / scene.render.fps_base
+    assert fps == 12.0
+    rig = next(o for o in scene.objects if o.type == "ARMATURE" and "sapiens2_rig" in o)
+    bones = [b.name for b in rig.data.bones]
+    heads = {}
+    for number in (scene.frame_start, scene.frame_end):
+        scene.frame_set(number)
+        heads[number] = {b.name: np.array(rig.matrix_world @ b.head) for b in rig.pose.bones}
+    start, end = scene.frame_start, scene.frame_end
+    out = tmp_path / "walk.usda"
+    assert bpy.ops.export_scene.sapiens2_usd(filepath=str(out)) == {"FINISHED"}
+    header = out.read_text(encoding="utf-8").split("\n)\n", 1)[0]
+    assert f"timeCodesPerSecond = {fps:g}" in header
+    assert f"startTimeCode = {start}" in header and f"endTimeCode = {end}" in header
+    assert "sapiens2:framesPerSecond" in out.read_text(encoding="utf-8")
+    assert bpy.ops.wm.read_homefile(use_empty=True) == {"FINISHED"}
+    scene = bpy.context.scene
+    assert scene.render.fps == 24
+    assert bpy.ops.import_scene.sapiens2_usd(filepath=str(out)) == {"FINISHED"}
+    assert scene.render.fps / scene.render.fps_base == fps
+    assert (scene.frame_start, scene.frame_end) == (start, end)
+    rigs = [o for o in scene.objects if o.type == "ARMATURE" and len(o.data.bones) == len(bones)]
+    assert len(rigs) == 1, "the humanoid rig did not come back"
+    # USD names cannot hold ':'; Blender's exporter writes mixamorig:Hips as mixamorig_Hips
+    back = rigs[0]
+    assert {n.replace(":", "_") for n in bones} == {b.name for b in back.data.bones}
+    for number, expected in heads.items():  # the rig animates as it did before the round trip
+        scene.frame_set(number)
+        for name, head in expected.items():
+            got = np.array(back.matrix_world @ back.pose.bones[name.replace(":", "_")].head)
+            np.testing.assert_allclose(got, head, atol=1e-4, err_msg=f"{name} at frame {number}")
+    assert any(o.type == "CAMERA" for o in scene.objects)
+    with pytest.raises(addon.build.mocap_export.ExportError, match="must end in"):
+        addon.ui.export_usd_ops.export_usd(bpy.context, tmp_path / "walk.obj")
