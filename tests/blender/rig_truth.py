@@ -300,7 +300,8 @@ def write_degenerate_bundles(folder, points: int) -> None:
 
 def write_walk_bundle(folder, parse) -> None:
     """``rigwalk``: the independent walking truth (``rig_truth_walk.py``: 300 frames at 29.97 fps) with 3 mm noise
-    and 5 % dropped joints, 5 m in front of the camera; ``rigwalk.npz`` holds its clean keypoints."""
+    and 5 % dropped joints, 5 m in front of the camera; ``rigwalk.npz`` holds its clean keypoints, the bones' world
+    rotations (in canonical bone order) and those canonical names."""
     spec = importlib.util.spec_from_file_location(
         "rig_truth_walk_for_bundle", Path(__file__).with_name("rig_truth_walk.py")
     )
@@ -310,4 +311,6 @@ def write_walk_bundle(folder, parse) -> None:
     clean = truth["keypoints"] + np.array([0.0, 5.0, 0.0])
     noisy, scores = corrupt(clean, noise=0.003, drop=0.05)
     _write_keypoint_sequence(folder, "rigwalk", noisy, scores, fps=walk.FPS)
-    np.savez(folder / "rigwalk.npz", keypoints=clean)
+    np.savez(
+        folder / "rigwalk.npz", keypoints=clean, world=truth["world"], names=np.array(truth["rest"].names)
+    )

@@ -113,7 +113,7 @@ def test_blender_poses_the_truth_body_like_the_written_keypoints(truth_data, sol
 
 def test_rig_joints_within_1cm_and_rotations_within_5_degrees(solved):
     """The maximum over every frame at this capture's 1.5 mm noise: joints within 1 cm (measured 0.84 cm); body
-    and limb rotations within 5 deg (measured 4.45 on arms and hands). The issue asks 3 deg: NOT met by the
+    and limb rotations within 5 deg (measured 4.26 on arms and hands). The issue asks 3 deg: NOT met by the
     speed-adaptive clean-up that keeps a 4 Hz motion within 5 % (issue 28 stays open on it); a regression bound."""
     (t_heads, t_tails, t_rot), (r_heads, r_tails, r_rot) = solved["truth"], solved["rig"]
     joints = np.concatenate(
@@ -258,6 +258,60 @@ def test_foot_lock_plants_the_rigs_feet_on_the_walk(addon, bundles):
     assert runs >= 3
     assert steps[True] < 1e-3
     assert steps[False] > 2e-3
+
+
+# The walking truth with 3 mm noise, 5 % dropped joints, default clean-up (noise seed 5): the numpy test's bounds
+# (tests/test_rig_solver.py WALK_BOUNDS, measured there 1.7-2.8 deg on the spine, 10.6-15.6 on the arms): the
+# spine at the issue's 3 deg, the rest regression bounds -- 3 mm is beyond what the keypoints tell about hands,
+# upper arms and fingers (the numpy oracle test); fingers are not bounded.
+WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 4.4, "neck": 7.9, "head": 4.1, "clavicle": 4.0,
+               "upper_arm": 15.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.5, "shin": 7.5, "foot": 9.2,
+               "toe": 9.2}  # fmt: skip
+WALK_JOINTS = {"left_shoulder": "upper_arm.L", "left_elbow": "forearm.L", "left_wrist": "hand.L",
+               "right_shoulder": "upper_arm.R", "right_elbow": "forearm.R", "right_wrist": "hand.R",
+               "left_knee": "shin.L", "left_ankle": "foot.L", "right_knee": "shin.R", "right_ankle": "foot.R",
+               "neck": "neck"}  # fmt: skip
+
+
+def test_walk_through_the_operator_follows_the_truth(addon, bpy_empty, bundles, read_json):
+    """Issue 28 in Blender: the ``rigwalk`` bundle (the independent walking truth, 29.97 fps, 300 frames, 3 mm
+    noise, 5 % dropped) imported by the operator with the default clean-up; the rig as Blender evaluates it, in
+    world space, against the truth's joints and bone rotations -- the same numbers as the numpy solve."""
+    bpy = bpy_empty
+    assert bpy.ops.import_scene.sapiens2_capture(
+        filepath=str(bundles / "rigwalk.sequence.json"), import_armatures=False, import_rig=True,
+        rig_naming="MIXAMO",
+    ) == {"FINISHED"}  # fmt: skip
+    with np.load(bundles / "rigwalk.npz") as data:
+        keypoints, world, canonical = data["keypoints"], data["world"], [str(n) for n in data["names"]]
+    names = read_json(bundles / "rigwalk_0001.json")["keypoint_names"]
+    rig = bpy.data.objects["rigwalk rig 0"]
+    preset = addon.parse.rig_names.preset("MIXAMO")
+    start = round(rig.animation_data.action.frame_range[0])
+    frames = keypoints.shape[0]
+    to_world = np.array(rig.matrix_world.to_3x3())
+    rotations = np.zeros((frames, len(canonical), 3, 3))
+    joints = np.zeros((frames, len(WALK_JOINTS)))
+    for t in range(frames):
+        bpy.context.scene.frame_set(start + t)
+        for b, name in enumerate(canonical):
+            rotations[t, b] = to_world @ np.array(rig.pose.bones[preset.name(name)].matrix.to_3x3())
+        for k, (point, bone) in enumerate(WALK_JOINTS.items()):
+            head = np.array(rig.matrix_world @ rig.pose.bones[preset.name(bone)].head)
+            joints[t, k] = np.linalg.norm(head - keypoints[t, names.index(point)])
+    u, _, vt = np.linalg.svd(rotations)  # the object's scale aside
+    angles = _angle(world, u @ vt)
+    worst = {}
+    for b, name in enumerate(canonical):
+        group = name.split(".")[0]
+        if group in WALK_BOUNDS:
+            worst[group] = max(worst.get(group, 0.0), float(angles[:, b].max()))
+    print("walk through the operator, worst frame per bone (deg): "
+          + ", ".join(f"{g} {v:.2f}" for g, v in worst.items())
+          + f"; joints max {100 * joints.max():.2f} cm, p99 {100 * np.percentile(joints, 99):.2f} cm")  # fmt: skip
+    for group, value in worst.items():
+        assert value < WALK_BOUNDS[group], group
+    assert joints.max() < 0.026
 
 
 @pytest.mark.parametrize("bundle", ["rigtiny", "rigpoint"])
