@@ -25,9 +25,12 @@ class Body:
     height: float
     seed: int
     template: np.ndarray = field(init=False)  # (K, 2)
-    amplitude: np.ndarray = field(init=False)  # (K,) swing in units of height
+    amplitude: np.ndarray = field(init=False)  # (K,) fast swing in units of height
     freq: np.ndarray = field(init=False)  # (K,) Hz, 2-5
     phase: np.ndarray = field(init=False)
+    slow_amplitude: np.ndarray = field(init=False)  # (K,) the gait's swing in units of height
+    slow_freq: np.ndarray = field(init=False)  # (K,) Hz, 0.5-1.5
+    slow_phase: np.ndarray = field(init=False)
     group: np.ndarray = field(init=False)  # (K,) 0 torso/head, 1 arms, 2 hands, 3 legs/feet
 
     def __post_init__(self) -> None:
@@ -40,18 +43,29 @@ class Body:
             rng.uniform(0.05, 0.5, K),
         )
         self.template = np.stack([x, y], -1)
-        self.amplitude = np.array([0.004, 0.03, 0.06, 0.04])[group]
-        self.freq = np.array([2.0, 2.5, 3.0, 2.0])[group] + rng.uniform(0, 2.0, K)  # 2-5 Hz
+        self.freq = rng.uniform(2.0, 5.0, K)
+        # the fast part is limited by the acceleration a body part reaches (m/s², a 1.75 m person): a 2-5 Hz
+        # swing as large as a walk's would need 5-10 g. Hands: 14 px at 3 Hz on a 600 px person.
+        accel = np.array([2.0, 8.0, 15.0, 10.0])[group] / 1.75  # heights / s²
+        self.amplitude = accel / (2 * np.pi * self.freq) ** 2
         self.phase = rng.uniform(0, 2 * np.pi, K)
+        self.slow_amplitude = np.array([0.005, 0.04, 0.06, 0.05])[group]
+        self.slow_freq = rng.uniform(0.5, 1.5, K)
+        self.slow_phase = rng.uniform(0, 2 * np.pi, K)
 
     def keypoints(self, centre: tuple[float, float], t: float, activity: float = 1.0) -> np.ndarray:
         """(K, 2) true image positions at time t (s) with the body centre at `centre`; `activity` scales the
-        limbs' swing (0: standing still). Each point moves on an ellipse at its own 2-5 Hz frequency."""
-        angle = 2 * np.pi * self.freq * t + self.phase
-        swing = activity * self.amplitude * self.height
+        limbs' swing (0: standing still). Each point moves on two ellipses: the gait's (0.5-1.5 Hz) and its own
+        2-5 Hz one."""
         xy = self.template * self.height
-        xy[:, 0] += swing * np.sin(angle)
-        xy[:, 1] += 0.3 * swing * np.cos(angle)
+        for amplitude, freq, phase in (
+            (self.slow_amplitude, self.slow_freq, self.slow_phase),
+            (self.amplitude, self.freq, self.phase),
+        ):
+            angle = 2 * np.pi * freq * t + phase
+            swing = activity * amplitude * self.height
+            xy[:, 0] += swing * np.sin(angle)
+            xy[:, 1] += 0.3 * swing * np.cos(angle)
         return np.asarray(centre)[None, :] + xy
 
 
@@ -119,3 +133,23 @@ def crossing_and_return(frames: int = 240, seed: int = 0) -> list[list[Observati
         hidden = {1} if abs(ax - bx) < 0.2 * b.height else set()
         clip.append(observe([(0, a, a_xy), (1, b, b_xy)], rng, hidden=hidden))
     return clip
+
+
+def walk_with_step(
+    frames: int = 240, step_at: int = 180, step: float = 0.25, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, Body]:
+    """One person walking across the frame (a quarter of their height per second) with every limb in motion, who
+    moves `step` of their height sideways in one frame at `step_at` (a sudden move, or a cut): the smoother must
+    follow it at once. Returns (true positions (frames, K, 2), observed keypoints (frames, K, 3) with 2 px noise,
+    the body)."""
+    rng = np.random.default_rng(seed)
+    body = Body(600.0, seed + 7)
+    clean = np.empty((frames, K, 2))
+    observed = np.empty((frames, K, 3), dtype=np.float32)
+    for i in range(frames):
+        t = i / FPS
+        cx = 500 + 150 * t + (step * body.height if i >= step_at else 0.0)
+        clean[i] = body.keypoints((cx, 560.0), t)
+        observed[i, :, :2] = clean[i] + rng.normal(0, 2.0, (K, 2))
+        observed[i, :, 2] = 0.9
+    return clean, observed, body

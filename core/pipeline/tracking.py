@@ -3,7 +3,8 @@
 Why a module of its own: the smoother (`temporal.KeypointSmoother`) and every engine's temporal pass need the
 same ids for the same boxes, and the rules that make ids stable are all here:
 - each track's box is predicted with its own motion before matching by IoU, so two people who cross (boxes on
-  top of each other for a few frames) keep their ids instead of being matched by the order they come in;
+  top of each other for a few frames) keep their ids instead of being matched by the order they come in; the
+  tracks seen last are matched first, so a hidden person's predicted box cannot take the id of the one in front;
 - a person unseen for longer than `max_missing` frames is *lost*, not forgotten: their id stays reserved for
   `forget_seconds`, and a new box of a similar height (within `size_ratio`) within reach of where they were
   (`reid_speed` body heights per second of absence) takes it back: a person who walks out of the frame and
@@ -110,23 +111,27 @@ class PersonTracker:
         return out
 
     def _match_iou(self, boxes: list[Box], ids: list[int | None]) -> None:
-        """Greedy matching of boxes to the recent tracks' predicted boxes, best IoU first."""
-        pairs = sorted(
-            (
-                (box_iou(box, track.predicted()), -i, -tid, i, tid)
-                for i, box in enumerate(boxes)
-                for tid, track in self.tracks.items()
-                if track.missed <= self.max_missing
-            ),
-            reverse=True,
-        )
+        """Greedy matching of boxes to the recent tracks' predicted boxes, best IoU first, the tracks seen most
+        recently first (a matching cascade): while one person is hidden behind another, the hidden one's
+        predicted box lies on the one in front, and could otherwise take their id."""
         used: set[int] = set()
-        for iou, _, _, i, tid in pairs:
-            if iou < self.iou_threshold:
-                break
-            if ids[i] is None and tid not in used:
-                ids[i] = tid
-                used.add(tid)
+        for missed in range(self.max_missing + 1):
+            pairs = sorted(
+                (
+                    (box_iou(box, track.predicted()), -i, -tid, i, tid)
+                    for i, box in enumerate(boxes)
+                    if ids[i] is None
+                    for tid, track in self.tracks.items()
+                    if track.missed == missed
+                ),
+                reverse=True,
+            )
+            for iou, _, _, i, tid in pairs:
+                if iou < self.iou_threshold:
+                    break
+                if ids[i] is None and tid not in used:
+                    ids[i] = tid
+                    used.add(tid)
 
     def _match_lost(self, boxes: list[Box], ids: list[int | None]) -> None:
         """Re-identification: boxes left over take the id of a track not matched in this frame whose height is
