@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from ..arch import Sapiens2Model
+from ..arch.model import ModelSpec
 from ..catalogue import ALL_TASKS, parse_official_name, task_file_hint
 from ..dtypes import auto_dtype
 from .errors import CheckpointError
@@ -250,6 +251,27 @@ def wrong_task(name: str, found: str, needed: str) -> CheckpointError:
             "comfyui": f"download it again (delete it and pick size {size} with downloads on), or pick another "
             f"*_{needed} checkpoint",
         },
+    )
+
+
+def size_contradiction(name: str, spec: ModelSpec, requested: str | None = None) -> str | None:
+    """A warning when a file's architecture (read from its tensor shapes) is not the size its official name, or
+    the size the user asked for, promises; else None. Why: a tiny test file or another size saved under an
+    official name (`sapiens2_0.4b_pose.safetensors`) loads and runs, and its results would pass for the official
+    model's. Front-ends show the text as it is (CLI note, progress-json `warning`, the bundle's models entry)."""
+    official = parse_official_name(name)
+    promised = [size for size in ((official[1] if official else None), requested) if size]
+    if not promised or all(size == spec.size for size in promised):
+        return None
+    claim = f"its name promises {promised[0]}" if official else f"size {promised[0]} was asked for"
+    if official and requested and requested != official[1]:
+        claim += f" and size {requested} was asked for"
+    found = "no released size" if spec.size == "custom" else f"Sapiens2 {spec.size}"
+    return (
+        f"{name} holds a {spec.task} model of {found} (embed_dim {spec.embed_dim}, depth {spec.depth}, "
+        f"{spec.num_parameters:,} parameters), but {claim}; its results are not the official model's. Replace "
+        f"it with the official file (sapiens2 download --task {spec.task} --size {promised[0]} --force) or "
+        "give it a name of its own"
     )
 
 

@@ -622,6 +622,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
                 "size": None if m.get("size") is None else str(m.get("size")),
                 "checkpoint": None if not m.get("checkpoint") else Path(str(m["checkpoint"])).name,
                 "sha256": m.get("sha256"),
+                # the file is not the size its official name promises (checkpoints.loader.size_contradiction)
+                **({"warning": str(m["warning"])} if m.get("warning") else {}),
             }
             for m in frame.models
         ],

@@ -476,6 +476,9 @@ class PredictJob:
         missing = {t: self.paths[t] for t in tasks if t not in self.models}
         if missing:
             self.models.update(load_models(self.spec, missing, self.cache))
+            for task in missing:  # a file that is not the size its official name promises: say so, once
+                if self.models[task].extra.get("warning"):
+                    self.host.note(self.models[task].extra["warning"])
             self.host.device = next(iter(self.models.values())).plan.device
             if self.spec.batch_size == "auto":
                 self.batch = auto_batch_size(self.models)

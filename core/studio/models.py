@@ -16,7 +16,7 @@ import torch
 
 from .. import catalogue
 from ..checkpoints import hub
-from ..checkpoints.loader import load_model
+from ..checkpoints.loader import load_model, size_contradiction
 from .errors import StudioError
 from .execution import ExecutionPlan, apply_plan, plan_execution
 
@@ -65,6 +65,8 @@ class LoadedModel:
             "sha256": self.checkpoint_sha256(),
             "dtype": self.plan.dtype_name,
             "device": self.plan.device.type,
+            # the file's architecture contradicts its official name (checkpoints.loader.size_contradiction)
+            **({"warning": self.extra["warning"]} if self.extra.get("warning") else {}),
         }
 
 
@@ -121,6 +123,7 @@ def load(
         path=file,
         size_bytes=file.stat().st_size,
         hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
+        extra={"warning": warning} if (warning := size_contradiction(name or file.name, model.spec)) else {},
     )
 
 
