@@ -21,6 +21,7 @@ NODE_MODULES: dict[str, tuple[str, ...]] = {
     "nodes_matting": ("Sapiens2 Matte",),
     "nodes_relight": ("Sapiens2 Directional Light", "Sapiens2 Relight"),
     "nodes_export": ("Sapiens2 Save Capture Bundle", "Sapiens2 Export Mesh"),
+    "nodes_usd": ("Sapiens2 Save USD",),
 }
 
 
