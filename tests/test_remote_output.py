@@ -108,6 +108,31 @@ def assert_frames_complete(folder: Path) -> int:
     return count
 
 
+def test_the_s3_extra_resolves_beside_moto_as_the_test_set_up_installs_it() -> None:
+    """`pip install ".[s3]" "moto[server]"` (issue 33) did not resolve: moto takes the newest boto3, whose botocore
+    no aiobotocore (s3fs's client) accepts. The s3 extra pins what CI tests, with boto3 held in the botocore range
+    of the aiobotocore installed here, so pip's resolver has one answer."""
+    import tomllib
+    from importlib.metadata import requires, version
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    extras = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    extras = extras["optional-dependencies"]
+    s3 = {r.name: r for r in map(Requirement, extras["s3"])}
+    test = {r.name: r for r in map(Requirement, extras["test"])}
+    for name in ("fsspec", "s3fs", "boto3"):
+        assert str(s3[name].specifier) == str(test[name].specifier), name  # users get what CI tests
+        assert Version(version(name)) in s3[name].specifier, name
+    botocore = next(Requirement(r) for r in requires("aiobotocore") if r.startswith("botocore"))
+    assert str(s3["boto3"].specifier) == str(botocore.specifier)  # boto3 X.Y.Z needs botocore X.Y.Z
+    assert (
+        Version(version("aiobotocore"))
+        in Requirement(next(r for r in requires("s3fs") if r.startswith("aiobotocore"))).specifier
+    )
+
+
 def test_urls_are_told_from_paths() -> None:
     assert is_remote("s3://bucket/shot") and is_remote("gs://b/x") and is_remote("memory://out")
     assert not is_remote("/tmp/out") and not is_remote("file:///tmp/out") and not is_remote("C:\\out")
