@@ -337,8 +337,10 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--sha256", action="store_true", help="also hash the file")
 
     from .export import add_export_parser
+    from .selftest import add_selftest_parser
 
     add_export_parser(sub)
+    add_selftest_parser(sub)
     return parser
 
 

@@ -1,4 +1,4 @@
-"""`sapiens2` command line: predict | finalize | check | download | convert | info — argument parsing and printing; the work is
+"""`sapiens2` command line: predict | finalize | check | download | convert | info | export | selftest — argument parsing and printing; the work is
 core.studio's.
 
 Every deliberate error (a `Sapiens2Error`: bad input, missing checkpoint, offline, wrong task) prints one line
@@ -187,6 +187,10 @@ def _command(args: argparse.Namespace, events: Events | None = None) -> int:
             from .export import run_export
 
             return run_export(args)
+        if args.command == "selftest":
+            from .selftest import run_selftest
+
+            return run_selftest(args)
         if args.command == "download":
             return cmd_download(args)
         if args.command == "convert":
