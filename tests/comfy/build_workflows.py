@@ -28,6 +28,7 @@ harness = _load("harness")
 builder = _load("workflow_builder")
 hosts = _load("hosts")
 IMAGE = harness.EXAMPLE_IMAGE
+VIDEO = harness.EXAMPLE_VIDEO
 
 
 MODELS_HELP = (
@@ -213,6 +214,122 @@ def pose(g) -> None:
     g.group("4 · Save", 3)
 
 
+def video_pose(g) -> None:
+    g.note(
+        "Pose for a video ControlNet (WAN/VACE, AnimateDiff, UniAnimate...): a video in, one smoothed, tracked\n"
+        "skeleton per frame out, as `sapiens2 predict CLIP --smooth` gives it.\n"
+        "1. Load your video (Load Video: upload or pick a file in ComfyUI/input). Long clips are fine: the frames\n"
+        "   go through in chunks; cap them with Get Video Components + an image batch node if you need to.\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. Pose takes the VIDEO directly (or an IMAGE batch of its frames: same result). 'smooth' removes the\n"
+        "   frame-to-frame jitter (One-Euro filter per person); people keep their id across the clip\n"
+        "   (POSE_KEYPOINT person_id). fps 0 = the video's frame rate. 'when_nobody_found' = no people:\n"
+        "   frames where everyone left stay empty instead of drawing a whole-frame skeleton.\n"
+        "4. The skeleton video (same frame rate and audio as the input) feeds your video ControlNet; the\n"
+        "   POSE_KEYPOINT list feeds controlnet_aux's render/edit nodes."
+    )
+    video = g.node("LoadVideo", file=VIDEO)
+    pose_model = loader(g, "pose", "Load Sapiens2 pose")
+    seg_model = loader(g, "seg", "Load Sapiens2 seg (finds people)")
+    parts = g.node("GetVideoComponents", video=video.out(0), column=1)
+    estimate = g.node(
+        "Sapiens2Pose",
+        model=pose_model.out(0),
+        image=video.out(0),
+        seg_model=seg_model.out(0),
+        flip_test=False,
+        when_nobody_found="no people",
+        smooth=True,
+        fps=0.0,
+        column=1,
+    )
+    drawn = g.node("Sapiens2DrawPose", keypoints=estimate.out(0))
+    clip = g.node("CreateVideo", images=drawn.out(0), fps=parts.out(2), audio=parts.out(1))
+    g.node("SaveVideo", title="Save skeleton video", video=clip.out(0), filename_prefix="sapiens2/pose_video")
+    g.group("1 · Video and models", 0)
+    g.group("2 · Smoothed, tracked pose", 1)
+    g.group("3 · Skeleton frames", 2)
+    g.group("4 · Skeleton video", 3)
+    g.group("5 · Save", 4)
+
+
+def video_relight(g) -> None:
+    g.note(
+        "Relight a video of a person without flicker.\n"
+        "1. Load your video.\n"
+        "2. " + MODELS_HELP + "\n"
+        "3. Every frame gets the same lights (Directional Light nodes) and the depth preview one depth range for\n"
+        "   the whole clip (Pointmap's normalize_per_image off), so nothing jumps from frame to frame.\n"
+        "4. Queue. The relit frames become a video at the input's frame rate, with its audio.\n"
+        "Tips: turn 'shadows' off for speed on long clips; connect a Sapiens2 Albedo image to 'albedo' for\n"
+        "   cleaner colours. For a Blender capture of the same clip use Save Capture Bundle with 'smooth' on\n"
+        "   (it smooths the pointmap scale across the frames, as `sapiens2 predict --smooth`)."
+    )
+    video = g.node("LoadVideo", file=VIDEO)
+    seg_model = loader(g, "seg", "Load Sapiens2 seg")
+    normal_model = loader(g, "normal", "Load Sapiens2 normal")
+    pointmap_model = loader(g, "pointmap", "Load Sapiens2 pointmap")
+    parts = g.node("GetVideoComponents", video=video.out(0), column=1)
+    seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=parts.out(0), column=1)
+    key = g.node(
+        "Sapiens2DirectionalLight",
+        title="Key light",
+        column=1,
+        azimuth=55.0,
+        elevation=35.0,
+        color="#ffd9b0",
+        intensity=1.1,
+    )
+    rim = g.node(
+        "Sapiens2DirectionalLight",
+        title="Rim light",
+        azimuth=-150.0,
+        elevation=20.0,
+        color="#9fc4ff",
+        intensity=0.8,
+        lights=key.out(0),
+        column=1,
+    )
+    normals = g.node("Sapiens2Normals", model=normal_model.out(0), image=parts.out(0), mask=seg.out(2))
+    pointmap = g.node(
+        "Sapiens2Pointmap",
+        model=pointmap_model.out(0),
+        image=parts.out(0),
+        mask=seg.out(2),
+        normalize_per_image=False,
+    )
+    relit = g.node(
+        "Sapiens2Relight",
+        normals=normals.out(0),
+        image=parts.out(0),
+        mask=seg.out(2),
+        lights=rim.out(0),
+        pointmap=pointmap.out(0),
+        ambient=0.15,
+        specular=0.1,
+    )
+    clip = g.node("CreateVideo", images=relit.out(0), fps=parts.out(2), audio=parts.out(1))
+    g.node(
+        "SaveVideo",
+        title="Save relit video",
+        video=clip.out(0),
+        filename_prefix="sapiens2/relit_video",
+        column=4,
+    )
+    g.node(
+        "SaveImage",
+        title="Save depth frames",
+        images=pointmap.out(1),
+        filename_prefix="sapiens2/video_depth",
+        column=4,
+    )
+    g.group("1 · Video and models", 0)
+    g.group("2 · Frames, mask, lights", 1)
+    g.group("3 · Normals and depth", 2)
+    g.group("4 · Relight", 3)
+    g.group("5 · Video and save", 4)
+
+
 def blender(g) -> None:
     g.note(
         "Everything Sapiens2 sees, saved for Blender and 3D viewers.\n"
@@ -264,6 +381,8 @@ WORKFLOWS = {
     "sapiens2_tryon_mask": tryon,
     "sapiens2_pose_controlnet": pose,
     "sapiens2_blender_export": blender,
+    "sapiens2_video_pose_controlnet": video_pose,
+    "sapiens2_video_relight": video_relight,
 }
 
 

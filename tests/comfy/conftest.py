@@ -104,6 +104,7 @@ def start_server(host, root: Path, *, checkpoints: bool = True, front_end_root=N
     try:
         client = harness.Client(server.url)
         client.upload_image(harness.write_example_image(root / "example.png"), harness.EXAMPLE_IMAGE)
+        client.upload_image(harness.write_example_video(root / "example.mp4"), harness.EXAMPLE_VIDEO)
     except Exception:
         server.stop()
         raise

@@ -33,6 +33,8 @@ WORKFLOW_CHECKPOINTS = {
     "sapiens2_1b_matting.safetensors": "matting",
 }
 EXAMPLE_IMAGE = "sapiens2_example.png"
+EXAMPLE_VIDEO = "sapiens2_example_clip.mp4"  # the video workflows' input (LoadVideo lists the input folder)
+EXAMPLE_FPS = 12
 
 
 def free_port() -> int:
@@ -64,6 +66,34 @@ def write_example_image(path: Path, width: int = 96, height: int = 128) -> Path:
     img[body | head] = (0.8, 0.6, 0.5)
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray((img * 255).astype("uint8")).save(path)
+    return path
+
+
+def write_example_video(path: Path, frames: int = 8, width: int = 96, height: int = 128) -> Path:
+    """A short H.264 clip (EXAMPLE_FPS) of the example figure walking right and waving, for the video workflows."""
+    import av
+    import numpy as np
+
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=EXAMPLE_FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for i in range(frames):
+            cx = width * (0.4 + 0.2 * i / max(1, frames - 1))
+            img = np.stack([xx / width, yy / height, 0.5 + 0 * xx], -1)
+            body = (
+                (xx - cx) ** 2 / (width * 0.18) ** 2 + (yy - height * 0.6) ** 2 / (height * 0.35) ** 2
+            ) < 1
+            head = ((xx - cx) ** 2 + (yy - height * 0.2) ** 2) < (width * 0.12) ** 2
+            swing = 8 * np.sin(2 * np.pi * 3.0 * i / EXAMPLE_FPS)
+            arm = (np.abs(yy - (height * 0.42 + swing * (xx - cx) / (width * 0.3))) < 3) & (
+                np.abs(xx - cx) < width * 0.3
+            )
+            img[body | head | arm] = (0.8, 0.6, 0.5)
+            frame = av.VideoFrame.from_ndarray((img * 255).astype("uint8"), format="rgb24")
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode())
     return path
 
 

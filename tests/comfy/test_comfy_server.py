@@ -94,7 +94,10 @@ WORKFLOW_NAMES = (
     "sapiens2_tryon_mask",
     "sapiens2_pose_controlnet",
     "sapiens2_blender_export",
+    "sapiens2_video_pose_controlnet",
+    "sapiens2_video_relight",
 )
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv")
 
 
 def _api(comfy_harness, name: str) -> dict:
@@ -114,6 +117,19 @@ def _image_size(client, ref: dict) -> tuple[int, int, str]:
     )
     with Image.open(io.BytesIO(data)) as im:
         return im.width, im.height, im.mode
+
+
+def _video_info(client, ref: dict) -> tuple[int, int, int, float]:
+    """(frames, width, height, frame rate) of a saved video, decoded with PyAV."""
+    import av
+
+    data = client.get_bytes(
+        f"/view?filename={ref['filename']}&subfolder={ref['subfolder']}&type={ref['type']}"
+    )
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.video[0]
+        frames = [f for f in container.decode(stream)]
+        return len(frames), frames[0].width, frames[0].height, float(stream.average_rate)
 
 
 def host_has_bounding_boxes(object_info: dict) -> bool:
@@ -215,7 +231,10 @@ def test_api_workflow_runs(name, client, comfy_server, comfy_harness):
     assert status["status_str"] == "success" and status["completed"] is True
     assert "execution_success" in [m[0] for m in status["messages"]]
     outputs = entry["outputs"]
-    saved = [img for out in outputs.values() for img in out.get("images", [])]
+    refs = [r for out in outputs.values() for v in out.values() if isinstance(v, list) for r in v]
+    refs = [r for r in refs if isinstance(r, dict) and "filename" in r]
+    videos = [r for r in refs if r["filename"].endswith(VIDEO_SUFFIXES)]
+    saved = [img for out in outputs.values() for img in out.get("images", []) if img not in videos]
     for ref in saved:
         width, height, _ = _image_size(client, ref)
         assert (width, height) == (96, 128), ref
@@ -230,6 +249,12 @@ def test_api_workflow_runs(name, client, comfy_server, comfy_harness):
         assert len(frames) == 1 and frames[0]["canvas_width"] == 96 and frames[0]["canvas_height"] == 128
         assert frames[0]["people"] and len(frames[0]["people"][0]["pose_keypoints_2d"]) == 54
         assert any("openpose_json" in out for out in outputs.values())
+    elif name in ("sapiens2_video_pose_controlnet", "sapiens2_video_relight"):
+        # the example clip (8 frames, 12 fps) in, a video of as many frames at its rate out
+        assert len(videos) == 1, refs
+        assert _video_info(client, videos[0]) == (8, 96, 128, float(comfy_harness.EXAMPLE_FPS))
+        if name == "sapiens2_video_relight":
+            assert len(saved) == 8  # the depth frames, one range for the clip
     elif name == "sapiens2_blender_export":
         from sapiens2_studio.core.formats.bundle import read_bundle
 

@@ -149,8 +149,8 @@ class Graph:
                     widgets.append(
                         api[str(n.id)]["inputs"].get(name) if not linked else _default(type_, options)
                     )
-                    if options.get("image_upload"):
-                        widgets.append("image")
+                    if options.get("image_upload") or options.get("video_upload"):
+                        widgets.append("image")  # the upload button's value, as the frontend saves it
                     if linked:
                         ui_inputs.append(
                             {"name": name, "type": socket_type(type_), "widget": {"name": name}, "link": None}
