@@ -7,6 +7,7 @@ core.studio.capture); bad input gives a node error in ComfyUI's words.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -180,3 +181,38 @@ def test_save_usd_without_a_pointmap_is_refused_by_comfyui(client, object_info):
     assert status == 400, body
     details = json.dumps(body["node_errors"])
     assert "Sapiens2SaveUSD" in details and "required_input_missing" in details and "pointmap" in details
+
+
+@pytest.fixture(scope="module")
+def server_without_usd(comfy_host, tmp_path_factory, comfy_harness):
+    """A server of this host whose Python cannot import pxr (the test pack s2test_no_usd blocks it)."""
+    root = tmp_path_factory.mktemp(f"{comfy_host.id}-no-usd")
+    server = comfy_harness.ComfyServer(
+        comfy_host.checkout, comfy_host.python, root / "base", comfy_harness.free_port(), None,
+        (Path(__file__).resolve().parent / "packs" / "s2test_no_usd",),
+    )  # fmt: skip
+    server.start(comfy_harness.write_models(root / "models").parent)
+    try:
+        client = comfy_harness.Client(server.url)
+        client.upload_image(
+            comfy_harness.write_example_image(root / "example.png"), comfy_harness.EXAMPLE_IMAGE
+        )
+        yield server, client
+    finally:
+        server.stop()
+
+
+def test_save_usd_without_usd_core_says_how_to_install_it_in_comfyui(server_without_usd, comfy_harness):
+    server, client = server_without_usd
+    info = client.get("/object_info")
+    assert "Sapiens2SaveUSD" in info, "the node is listed even without usd-core (it says what is missing)"
+    entry = client.run(_complete({**CAPTURE, "11": _node("Sapiens2SaveUSD", format="usdz", **USD)}, info))
+    error = comfy_harness.execution_error(entry)
+    assert error is not None and error["node_type"] == "Sapiens2SaveUSD", error
+    message = error["exception_message"]
+    assert message.startswith(
+        "Sapiens2 Save USD: USD export needs Pixar's 'usd-core' package, which is not installed"
+    ), message
+    assert "-m pip install usd-core" in message and "restart ComfyUI" in message, message
+    assert "sapiens2-studio[usd]" not in message and "--" not in message, "no CLI advice in ComfyUI"
+    assert not list((server.base / "output").rglob("*.usd*")), "nothing is written"
