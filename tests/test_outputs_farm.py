@@ -88,3 +88,44 @@ def test_a_chunk_that_sees_part_of_the_shot_cannot_shrink_it(tmp_path, home, pla
     index = (out / "walk" / "walk.sequence.json").read_bytes()
     assert main(["finalize", str(out)]) == 0
     assert (out / "walk" / "walk.sequence.json").read_bytes() == index
+
+
+def _video(path: Path, frames: int) -> Path:
+    av = pytest.importorskip("av")
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("mpeg4", rate=12)
+        stream.width, stream.height, stream.pix_fmt = 32, 24, "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(np.full((24, 32, 3), 30 * i, np.uint8), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    (path.parent / "boxes.json").write_text("[[0, 0, 32, 24]]", encoding="utf-8")
+    return path
+
+
+def test_a_shorter_video_keeps_and_reports_the_frames_it_no_longer_has(tmp_path, home, capsys) -> None:
+    """Before: the extra frames of the longer take were kept silently (or deleted by --clean without a word)."""
+    clip = _video(tmp_path / "src" / "clip.mp4", 5)
+    out = tmp_path / "out"
+    assert predict(home, clip, out, "--no-previews", tasks="pose") == 0
+    _video(clip, 3)  # the take was trimmed
+    capsys.readouterr()
+    assert predict(home, clip, out, "--no-previews", tasks="pose") == 0
+    err = capsys.readouterr().err
+    for n in (4, 5):
+        assert f"orphaned: clip/clip_{n:04d} (frame {n} is beyond the video's 3 frames)" in err, err
+        assert (out / "clip" / f"clip_{n:04d}.json").is_file()
+    assert "orphaned 2" in err and read_sequence(out / "clip" / "clip.sequence.json").frame_numbers == [
+        1,
+        2,
+        3,
+    ]
+    assert predict(home, clip, out, "--no-previews", "--skip-existing", "--clean", tasks="pose") == 0
+    err = capsys.readouterr().err
+    assert "removed (--clean): clip/clip_0004" in err and "removed 2 orphaned (--clean)" in err, err
+    assert not list((out / "clip").glob("clip_0004.*")) and not list((out / "clip").glob("clip_0005.*"))

@@ -42,7 +42,7 @@ from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
 from .models import LoadedModel, ModelCache
 from .orphans import remove_orphans
-from .outputs import remove_stale_frames
+from .outputs import remove_stale_frames, stale_frames
 from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
 from .preflight import OutputCheck, check_output_folder
 from .remote import RemoteOutput, is_remote, local_path
@@ -723,11 +723,21 @@ class PredictJob:
                     "until a chunk that sees them writes them"
                 )
             return count, None
-        if not state["started"] and _index_lists(index_path, run.id, numbers) and not marker.exists():
+        # a video's length is known only now: frames past its end (a shorter take) are its orphans (a folder's
+        # were found before the run: orphans.py)
+        stale = stale_frames(folder, sequence.name, numbers) if sequence.video is not None else []
+        if stale and not self.spec.clean:
+            self.report.orphaned += [
+                f"{folder.name}/{sequence.name}_{n:04d} (frame {n} is beyond the video's {len(numbers)} frames)"
+                for n in stale
+            ]
+        unchanged = not state["started"] and _index_lists(index_path, run.id, numbers) and not marker.exists()
+        if unchanged and not (stale and self.spec.clean):
             return count, None  # every frame verified under the index's own run: nothing to change
         begin()
         if self.spec.clean:  # frames whose input is gone stay (reported as orphaned) unless asked
             remove_stale_frames(folder, sequence.name, numbers)
+            self.report.removed += [f"{folder.name}/{sequence.name}_{n:04d}" for n in stale]
         pause_point("index")
         writer.close()
         with contextlib.suppress(FileNotFoundError):

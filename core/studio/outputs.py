@@ -276,9 +276,16 @@ def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = fr
                 (folder / f"{name}{suffix}").unlink()
 
 
-def remove_stale_frames(folder: Path, sequence: str, keep: set[int]) -> None:
-    """Delete frames not in `keep` that a previous run of the same sequence (longer, or other numbers) left."""
+def stale_frames(folder: Path, sequence: str, keep: set[int]) -> list[int]:
+    """Frame numbers not in `keep` that a previous run of the same sequence (longer, or other numbers) left."""
     pattern = re.compile(rf"^{re.escape(sequence)}_(\d{{4,}})\.(?:exr|json)$")
     numbers = {int(m.group(1)) for p in folder.iterdir() if (m := pattern.match(p.name))}
-    for number in sorted(numbers - keep):
+    return sorted(numbers - keep)
+
+
+def remove_stale_frames(folder: Path, sequence: str, keep: set[int]) -> list[int]:
+    """Delete frames not in `keep` that a previous run of the same sequence left; returns their numbers."""
+    stale = stale_frames(folder, sequence, keep)
+    for number in stale:
         remove_outputs(folder, f"{sequence}_{number:04d}")
+    return stale
