@@ -129,3 +129,29 @@ def test_a_shorter_video_keeps_and_reports_the_frames_it_no_longer_has(tmp_path,
     err = capsys.readouterr().err
     assert "removed (--clean): clip/clip_0004" in err and "removed 2 orphaned (--clean)" in err, err
     assert not list((out / "clip").glob("clip_0004.*")) and not list((out / "clip").glob("clip_0005.*"))
+
+
+def test_the_ray_engine_keeps_orphans_and_clean_removes_them(tmp_path, home, capsys) -> None:
+    """Before: under --engine ray, --clean only reported orphaned single images and left them on disk."""
+    pytest.importorskip("ray")
+    import numpy as np
+    from PIL import Image
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for n, name in enumerate(("alder", "birch")):
+        rgb = np.random.default_rng(n).integers(0, 256, (32, 24, 3)).astype(np.uint8)
+        Image.fromarray(rgb).save(photos / f"{name}.png")
+    out = tmp_path / "out"
+    args = ["predict", str(photos), "--tasks", "pose", "--out", str(out), "--checkpoint-dir", str(home)]
+    args += ["--no-download", "--device", "cpu", "--no-flip-test", "--no-previews", "--engine", "ray"]
+    assert main([*args, "--workers", "1"]) == 0
+    (photos / "birch.png").unlink()
+    capsys.readouterr()
+    assert main([*args, "--workers", "1", "--skip-existing"]) == 0
+    err = capsys.readouterr().err
+    assert "orphaned: birch (its input" in err and (out / "birch.json").is_file(), err
+    assert main([*args, "--workers", "1", "--skip-existing", "--clean"]) == 0
+    err = capsys.readouterr().err
+    assert "removed (--clean): birch" in err and "removed 1 orphaned (--clean)" in err, err
+    assert not list(out.glob("birch.*")) and (out / "alder.json").is_file()

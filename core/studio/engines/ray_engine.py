@@ -84,6 +84,11 @@ def run_on_ray(job: PredictJob) -> JobReport:
         from ..job import recover_left_overs
 
         recover_left_overs(out, host)
+        if job.spec.clean and getattr(job, "check", None) is not None:  # as the local engine: asked for
+            from ..orphans import remove_orphans
+
+            remove_orphans(job.check.orphans)
+            report.removed, report.orphaned = report.orphaned, []
         run = _resumed_run(job) or job.run_info
         if run.id != job.run_info.id:  # the lock names the run every frame will carry
             lock.run_id = run.id
