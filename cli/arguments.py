@@ -175,6 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compile", action="store_true", help="torch.compile the models (slow first batch, faster after)"
     )
+    p.add_argument(
+        "--runtime",
+        choices=("torch", "onnxruntime"),
+        default="torch",
+        help="who runs the models: torch (default), or onnxruntime on .onnx files from 'sapiens2 export onnx' "
+        "(a .safetensors is exported once; needs 'sapiens2-studio[onnx]'; docs/deploy.md)",
+    )
     p.add_argument("--boxes", metavar="FILE.json", help="person boxes per image (see docs/cli.md)")
     p.add_argument(
         "--smooth", action="store_true", help="sequences: temporal smoothing of keypoints and scale"
@@ -370,6 +377,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
         device=args.device,
         dtype=args.dtype,
         compile=getattr(args, "compile", defaults.compile),
+        runtime=getattr(args, "runtime", defaults.runtime),
         batch_size=getattr(args, "batch_size", defaults.batch_size),
         flip_test=args.flip_test,
         boxes_file=getattr(args, "boxes", defaults.boxes_file),

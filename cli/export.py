@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from . import export_usd
+from . import export_onnx, export_usd
 
-FORMATS = {"usd": export_usd}
+FORMATS = {"onnx": export_onnx, "usd": export_usd}
 
 
 def add_export_parser(sub: argparse._SubParsersAction) -> None:
-    e = sub.add_parser("export", help="export a capture for other tools (USD)")
+    e = sub.add_parser("export", help="export a capture (USD) or a model (ONNX) for other tools")
     kinds = e.add_subparsers(dest="export_format", metavar="FORMAT", required=True)
     for name, module in FORMATS.items():
         module.add_arguments(kinds.add_parser(name, help=module.HELP, description=module.__doc__))

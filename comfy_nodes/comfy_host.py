@@ -17,7 +17,8 @@ from ..core.studio.host import Host
 from ..core.studio.models import LoadedModel
 
 MODEL_FOLDER = "sapiens2"
-MODEL_EXTENSIONS = {".safetensors", ".sft"}
+# .onnx: a file from `sapiens2 export onnx`, run with ONNX Runtime (docs/deploy.md)
+MODEL_EXTENSIONS = {".safetensors", ".sft", ".onnx"}
 
 
 def register_model_folder() -> None:

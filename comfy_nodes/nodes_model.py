@@ -48,7 +48,9 @@ class Sapiens2ModelLoader(io.ComfyNode):
                     default=files[0] if files else comfy_host.DOWNLOAD_CHOICE,
                     tooltip=(
                         "A .safetensors file in models/sapiens2 (subfolders are fine), or the download entry to "
-                        "fetch the official file chosen by task and size (sha256-verified)."
+                        "fetch the official file chosen by task and size (sha256-verified). An .onnx file from "
+                        "'sapiens2 export onnx' runs with ONNX Runtime instead of PyTorch (CUDA, DirectML, OpenVINO, "
+                        "CoreML or CPU, whichever is installed; needs onnxruntime in ComfyUI's Python)."
                     ),
                 ),
                 io.Combo.Input(
@@ -109,9 +111,10 @@ class Sapiens2ModelLoader(io.ComfyNode):
         else:
             path = comfy_host.resolve_checkpoint(checkpoint)
         compute = comfy_host.compute_device()
+        runtime = models.runtime_for(path)  # an exported .onnx file runs with ONNX Runtime (docs/deploy.md)
         loaded = models.load(
             path,
-            device=compute,
+            device=compute if runtime == "torch" else "auto",  # ONNX Runtime: the best provider installed
             dtype=dtype,
             attention=attention,
             compile=compile,
@@ -119,8 +122,10 @@ class Sapiens2ModelLoader(io.ComfyNode):
             bf16_supported=comfy_host.supports_bf16(compute),
             name=checkpoint if checkpoint != comfy_host.DOWNLOAD_CHOICE else None,
             hash_cache_dir=folder,
+            runtime=runtime,
         )
-        loaded.host_handle = comfy_host.make_patcher(loaded.model)
+        if runtime == "torch":  # an ONNX Runtime session holds its own device memory
+            loaded.host_handle = comfy_host.make_patcher(loaded.model)
         info = f"{loaded.describe()}\n{loaded.spec.describe()}\n{loaded.plan.describe()}"
         return io.NodeOutput(loaded, info)
 

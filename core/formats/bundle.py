@@ -624,6 +624,8 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
                 "sha256": m.get("sha256"),
                 # the file is not the size its official name promises (checkpoints.loader.size_contradiction)
                 **({"warning": str(m["warning"])} if m.get("warning") else {}),
+                # who ran the forward pass, where it was not PyTorch (docs/deploy.md)
+                **{k: str(m[k]) for k in ("runtime", "provider") if m.get(k)},
             }
             for m in frame.models
         ],

@@ -25,7 +25,6 @@ import numpy as np
 
 from .. import catalogue
 from ..checkpoints import hub
-from ..checkpoints.loader import load_model
 from ..formats.bundle import CaptureFrame
 from ..formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..formats.documents import load_json
@@ -40,7 +39,7 @@ from .finite import NONFINITE_POLICIES
 from .host import Host
 from .inputs import ImageJob, SequenceJob, collect_inputs, load_image
 from .lock import lock_output
-from .models import LoadedModel, ModelCache
+from .models import RUNTIMES, LoadedModel, ModelCache, check_checkpoint
 from .orphans import remove_orphans
 from .outputs import remove_stale_frames, stale_frames
 from .pipelining import DEFAULT_WRITERS, OrderedWriter, prefetch
@@ -109,6 +108,7 @@ class JobSpec:
     dtype: str = "auto"
     attention: str = "auto"
     compile: bool = False
+    runtime: str = "torch"  # or "onnxruntime": the forward pass on an exported file (docs/deploy.md)
     batch_size: int | str = 1
     flip_test: bool = True
     boxes_file: str | os.PathLike | None = None
@@ -161,6 +161,11 @@ class JobSpec:
                 )
             if "pointmap" not in self.tasks:
                 raise StudioError("a mesh needs the pointmap task; add pointmap to the tasks")
+        if self.runtime not in RUNTIMES:
+            raise StudioError(
+                f"unknown runtime {self.runtime!r}; choose one of {', '.join(RUNTIMES)}",
+                hints={"cli": "see --runtime"},
+            )
         if self.exr_compression not in EXR_COMPRESSIONS:
             raise StudioError(
                 f"unknown EXR compression {self.exr_compression!r}; choose one of {', '.join(EXR_COMPRESSIONS)}",
@@ -316,6 +321,7 @@ def load_models(
             dtype=spec.dtype,
             attention=spec.attention,
             compile=spec.compile,
+            runtime=spec.runtime,
             hash_cache_dir=spec.checkpoint_dir,
         )
         for task in catalogue.RUN_ORDER
@@ -386,7 +392,7 @@ class PredictJob:
         self.boxes: BoxesFile | None = read_boxes_file(self.spec.boxes_file)
         self.paths = resolve_checkpoints(self.spec)
         for task, path in self.paths.items():  # wrong task or a damaged file: fail before any folder work
-            load_model(path, device="meta", task=task)
+            check_checkpoint(path, task=task, runtime=self.spec.runtime)
         if self.remote is not None:
             self.remote.check()  # reachable, before the staging folder is looked at
         self.check: OutputCheck = check_output_folder(

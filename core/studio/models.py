@@ -20,6 +20,16 @@ from ..checkpoints.loader import load_model, size_contradiction
 from .errors import StudioError
 from .execution import ExecutionPlan, apply_plan, plan_execution
 
+# Who computes the forward pass: PyTorch, or ONNX Runtime on an exported file (core/onnx; docs/deploy.md).
+# Everything before and after the forward pass is the same code either way.
+RUNTIMES = ("torch", "onnxruntime")
+ONNX_SUFFIX = ".onnx"
+_PROVIDER_DEVICES = {
+    "CPUExecutionProvider": "cpu",
+    "CUDAExecutionProvider": "cuda",
+    "TensorrtExecutionProvider": "cuda",
+}
+
 
 @dataclass
 class LoadedModel:
@@ -40,6 +50,7 @@ class LoadedModel:
     hash_cache_dir: Path | None = None
     host_handle: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    runtime: str = "torch"
 
     @property
     def dtype(self) -> torch.dtype:
@@ -67,6 +78,7 @@ class LoadedModel:
             "device": self.plan.device.type,
             # the file's architecture contradicts its official name (checkpoints.loader.size_contradiction)
             **({"warning": self.extra["warning"]} if self.extra.get("warning") else {}),
+            **self.extra.get("runtime_record", {}),
         }
 
 
@@ -94,9 +106,11 @@ def load(
     bf16_supported: bool | None = None,
     name: str | None = None,
     hash_cache_dir: str | os.PathLike | None = None,
+    runtime: str = "torch",
 ) -> LoadedModel:
     """Load a checkpoint under the plan the one `auto` rule gives; weights rest on `storage` (default: the compute
-    device; ComfyUI passes its offload device)."""
+    device; ComfyUI passes its offload device). runtime "onnxruntime": an exported `.onnx` file, or a checkpoint
+    exported once into `<checkpoint folder>/onnx` (see `_load_onnx`)."""
     file = Path(path).expanduser()
     if not file.is_file():
         raise StudioError(
@@ -105,6 +119,11 @@ def load(
                 "cli": "check the --checkpoint path",
                 "comfyui": "put it into models/sapiens2 and press R",
             },
+        )
+    check_runtime(file, runtime)
+    if runtime == "onnxruntime":
+        return _load_onnx(
+            file, task=task, device=device, dtype=dtype, name=name, hash_cache_dir=hash_cache_dir
         )
     meta = load_model(file, device="meta", task=task)  # reads only the header: cheap, checks the task early
     plan = plan_execution(
@@ -124,6 +143,103 @@ def load(
         size_bytes=file.stat().st_size,
         hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
         extra={"warning": warning} if (warning := size_contradiction(name or file.name, model.spec)) else {},
+    )
+
+
+def runtime_for(path: str | os.PathLike) -> str:
+    """The runtime a file needs where the front-end offers no choice (ComfyUI's loader): ONNX Runtime for an
+    exported .onnx file, PyTorch for a checkpoint."""
+    return "onnxruntime" if Path(path).suffix.lower() == ONNX_SUFFIX else "torch"
+
+
+def check_runtime(path: Path, runtime: str) -> None:
+    """A known runtime, and a file it can run (an .onnx file is ONNX Runtime's only)."""
+    if runtime not in RUNTIMES:
+        raise StudioError(f"unknown runtime {runtime!r}; choose one of {', '.join(RUNTIMES)}")
+    if runtime == "torch" and path.suffix.lower() == ONNX_SUFFIX:
+        raise StudioError(
+            f"{path.name} is an ONNX file, which runs with ONNX Runtime, not PyTorch",
+            hints={
+                "cli": "add --runtime onnxruntime",
+                "python": "pass runtime='onnxruntime'",
+                "comfyui": "set runtime to onnxruntime",
+            },
+        )
+    if runtime == "onnxruntime":  # the optional extra: say how to install it before any image is read
+        from ..onnx.export import require_export_packages
+        from ..onnx.session import require_onnxruntime
+
+        require_onnxruntime()
+        if path.suffix.lower() != ONNX_SUFFIX:
+            require_export_packages()  # a checkpoint is exported once first
+
+
+def check_checkpoint(path: str | os.PathLike, *, task: str, runtime: str = "torch") -> None:
+    """Cheap checks before any image is read: the runtime fits the file, the file is whole and of `task`
+    (a checkpoint's header; an ONNX file's top level and integrity seal)."""
+    file = Path(path)
+    check_runtime(file, runtime)
+    if file.suffix.lower() == ONNX_SUFFIX:
+        from ..onnx.session import read_metadata
+
+        read_metadata(file, task=task)
+    else:
+        load_model(file, device="meta", task=task)
+
+
+def _load_onnx(
+    file: Path,
+    *,
+    task: str | None,
+    device: str | torch.device,
+    dtype: str | torch.dtype,
+    name: str | None,
+    hash_cache_dir: str | os.PathLike | None,
+) -> LoadedModel:
+    """The ONNX Runtime model of `file`; a checkpoint is exported first (once: kept under the checkpoint
+    folder's `onnx/`, named by the checkpoint's fingerprint). Pre/post-processing run on the CPU; the execution
+    provider (the best one installed, `onnx.session.choose_providers`) is recorded in the bundle's models entry."""
+    from ..onnx.cache import ensure_exported
+    from ..onnx.session import OnnxModel
+
+    weights = "fp16" if str(dtype) in ("fp16", "torch.float16") else "fp32"
+    notes: dict[str, str] = {}
+    onnx_file = file
+    if file.suffix.lower() != ONNX_SUFFIX:
+        load_model(file, device="meta", task=task)  # a wrong or damaged checkpoint says so before exporting
+        folder = hub.checkpoint_home(hash_cache_dir) / "onnx"
+        onnx_file, made = ensure_exported(
+            file, task=task, dtype=weights, folder=folder, fingerprint=file_fingerprint(file)
+        )
+        notes["export"] = f"{'exported now' if made else 'exported before'} to {onnx_file}"
+    model = OnnxModel(onnx_file, task=task, device=str(device))
+    meta = model.metadata
+    reasons = {
+        "runtime": f"onnxruntime on {model.provider}",
+        "dtype": f"{meta.weights_dtype} weights in the file",
+    }
+    plan = ExecutionPlan(torch.device("cpu"), torch.float32, "onnxruntime", 0, False, {**reasons, **notes})
+    record = {
+        "dtype": meta.weights_dtype,
+        "device": _PROVIDER_DEVICES.get(
+            model.provider, model.provider.removesuffix("ExecutionProvider").lower()
+        ),
+        "runtime": "onnxruntime",
+        "provider": model.provider,
+        "onnx_file": onnx_file.name,
+        "onnx_weights": meta.weights_dtype,
+    }
+    return LoadedModel(
+        model=model,
+        task=model.task,
+        spec=model.spec,
+        checkpoint=name or file.name,
+        plan=plan,
+        path=file,
+        size_bytes=file.stat().st_size,
+        hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
+        extra={"runtime_record": record},
+        runtime="onnxruntime",
     )
 
 

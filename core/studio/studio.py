@@ -31,12 +31,19 @@ class Studio:
         dtype: str = "auto",
         attention: str = "auto",
         compile: bool = False,
+        runtime: str = "torch",
         *,
         checkpoint_dir: str | os.PathLike | None = None,
         allow_download: bool = True,
         host: Host | None = None,
     ) -> None:
-        self.options = {"device": device, "dtype": dtype, "attention": attention, "compile": compile}
+        self.options = {
+            "device": device,
+            "dtype": dtype,
+            "attention": attention,
+            "compile": compile,
+            "runtime": runtime,  # "onnxruntime": forward passes on exported files (docs/deploy.md)
+        }
         self.checkpoint_dir = checkpoint_dir
         self.allow_download = allow_download
         self.host = host or Host()
