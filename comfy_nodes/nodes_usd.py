@@ -1,66 +1,37 @@
 """Save USD: the capture as one USD stage (mesh, each person's skeleton, the camera) for any VFX package.
 
-The node only translates ComfyUI's inputs: the frames are built by `core.studio.capture.capture_frames` (the same
-rule as Save Capture Bundle) one image at a time, and the stage is written by `core.formats.usd.write_usd` (the
-same writer as `sapiens2 export usd`), which releases each frame's mesh before it reads the next one.
+The node only translates ComfyUI's inputs: the frames come from `core.studio.sequence.sequence_frames` (the same
+frames, temporal pass and windows as Save Capture Bundle) and the stage is written by `core.formats.usd.write_usd`
+(the same writer as `sapiens2 export usd`), which releases each frame's mesh before it reads the next one.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 from comfy_api.latest import io, ui
 
 from ..core.formats.bundle import CaptureFrame
 from ..core.formats.usd import require_pxr, write_usd
-from ..core.studio.batches import TaskBatch, check_batch_count, check_image, require_batch
-from ..core.studio.capture import BATCH_FIELDS, capture_frames
+from ..core.studio.batches import check_image
+from ..core.studio.sequence import sequence_fps, sequence_frames
 from .comfy_host import ComfyHost
-from .compat import MattingData, NormalData, PointmapData, PoseData, SegData, schema
+from .compat import (
+    MattingData,
+    NormalData,
+    PointmapData,
+    PoseData,
+    SegData,
+    frames_input,
+    frames_of,
+    schema,
+)
 from .errors import node_errors
-from .inputs import filename_prefix_input
+from .inputs import filename_prefix_input, smooth_input
 
 USD_NAME = "Sapiens2 Save USD"
 USD_FORMATS = ("usdz", "usdc")
-
-
-def _one(value: Any, i: int) -> Any:
-    """Entry i of a batch that gives one entry per image, or its only entry (one serves every image)."""
-    if isinstance(value, TaskBatch):
-        return TaskBatch(value.task, [value.results[min(i, len(value) - 1)]], value.model)
-    return value[min(i, value.shape[0] - 1)][None]
-
-
-def _frames(
-    image: Any, batches: dict[str, Any], albedo: Any, mask: Any, host: ComfyHost
-) -> Iterator[CaptureFrame]:
-    """The batch as capture frames, built one image at a time (frame numbers 1..B), so that only the frame being
-    written is held beside ComfyUI's own tensors."""
-    count = int(image.shape[0])
-    for task, batch in batches.items():  # every mismatch is reported before the first frame is written
-        if batch is not None:
-            name = BATCH_FIELDS[task]
-            check_batch_count(f"'{name}'", len(require_batch(batch, task, "", name)), count, "")
-    for name, value in (("albedo", albedo), ("mask", mask)):
-        if value is not None:
-            check_batch_count(f"'{name}'", int(value.shape[0]) if value.ndim in (3, 4) else 1, count, "")
-    if mask is not None and mask.ndim == 2:
-        mask = mask[None]
-    for i in range(count):
-        host.check_cancel()
-        window = {task: None if b is None else _one(b, i) for task, b in batches.items()}
-        (frame,) = capture_frames(
-            image[i : i + 1],
-            window,
-            albedo_image=None if albedo is None else _one(albedo, i),
-            mask=None if mask is None else _one(mask, i),
-            host=host,
-        )
-        frame.frame = i + 1
-        yield frame
-        host.progress(i + 1, count)
 
 
 class Sapiens2SaveUSD(io.ComfyNode):
@@ -75,8 +46,8 @@ class Sapiens2SaveUSD(io.ComfyNode):
             "person's 308 keypoints as a UsdSkel skeleton, and the camera that lines the mesh up with the image. A "
             "batch becomes an animated sequence at 'fps'. Needs Pixar's 'usd-core' package in ComfyUI's Python.",
             inputs=[
-                io.Image.Input(
-                    "image", tooltip="The source image(s): the plate colours; every input matches them."
+                frames_input(
+                    "image", "The source image(s): the plate colours; every input matches their size."
                 ),
                 PointmapData.Input(
                     "pointmap",
@@ -92,11 +63,12 @@ class Sapiens2SaveUSD(io.ComfyNode):
                 filename_prefix_input("sapiens2/usd"),
                 io.Float.Input(
                     "fps",
-                    default=24.0,
-                    min=0.01,
+                    default=0.0,
+                    min=0.0,
                     max=1000.0,
                     step=0.01,
-                    tooltip="Frame rate of a batch (the stage's time codes per second).",
+                    tooltip="Frame rate of a batch (the stage's time codes per second, and smoothing); 0: the "
+                    "video's, else 24.",
                 ),
                 io.Float.Input(
                     "max_edge_ratio",
@@ -116,6 +88,7 @@ class Sapiens2SaveUSD(io.ComfyNode):
                     "mask", optional=True, tooltip="Person mask; default: the segmentation's foreground."
                 ),
                 MattingData.Input("matting", optional=True, tooltip="Matte (from Sapiens2 Matte): opacity."),
+                smooth_input(),
             ],
             outputs=[
                 io.String.Output(
@@ -144,21 +117,29 @@ class Sapiens2SaveUSD(io.ComfyNode):
         albedo=None,
         mask=None,
         matting=None,
+        smooth=False,
     ) -> io.NodeOutput:
         require_pxr()  # before any work
         import folder_paths
 
-        rgb = check_image(image, "")
-        height, width = (int(v) for v in rgb.shape[1:3])
+        image, video_fps = frames_of(image)
+        height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip
         folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(
             filename_prefix, folder_paths.get_output_directory(), width, height
         )
         name = f"{filename}_{counter:05}_.{format}"
         host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
-        frames = _frames(rgb, batches, albedo, mask, host)
+        rate = sequence_fps(fps, video_fps)
+        frames = sequence_frames(
+            image, batches, fps=rate, smooth=smooth, albedo_image=albedo, mask=mask, host=host
+        )
         summary = write_usd(
-            frames, os.path.join(folder, name), fps=fps, name=filename, max_edge_ratio=max_edge_ratio
+            _numbered(frames),
+            os.path.join(folder, name),
+            fps=rate,
+            name=filename,
+            max_edge_ratio=max_edge_ratio,
         )
         relative = os.path.join(subfolder, name).replace("\\", "/")
         lines = [
@@ -167,6 +148,13 @@ class Sapiens2SaveUSD(io.ComfyNode):
             *(f"warning: {n}" for n in host.notes),
         ]
         return io.NodeOutput(relative, ui=ui.PreviewText("\n".join(lines)))
+
+
+def _numbered(frames: Iterable[CaptureFrame]) -> Iterator[CaptureFrame]:
+    """The batch's frames numbered 1..B: the stage's time codes."""
+    for number, frame in enumerate(frames, start=1):
+        frame.frame = number
+        yield frame
 
 
 NODES = [Sapiens2SaveUSD]

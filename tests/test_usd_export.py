@@ -464,3 +464,53 @@ def test_missing_usd_core_in_comfyui_says_how_to_install_there(tmp_path):
     assert comfy.startswith("USD export needs Pixar's 'usd-core' package, which is not installed")
     assert f"{sys.executable} -m pip install usd-core" in comfy and "restart ComfyUI" in comfy
     assert "sapiens2-studio[usd]" not in comfy and "pip install 'sapiens2-studio[usd]'" in cli
+
+
+def test_a_node_batch_gives_the_stage_of_the_bundle_sequence_it_saves(tmp_path):
+    """One engine for ComfyUI's two writers: `sequence_frames` (what Save USD writes from a batch) and
+    `save_sequence_bundle` (Save Capture Bundle) go through the same windows and temporal pass (tracking and, here,
+    smoothing of keypoints and pointmap scale), so the stage written from the batch equals the stage exported from
+    the bundles: every frame's points, every track's joints."""
+    import torch
+    from sapiens2_studio.core.formats.usd import write_usd
+    from sapiens2_studio.core.pipeline.results import PersonPose, PointmapResult, PoseResult, SegResult
+    from sapiens2_studio.core.studio.batches import TaskBatch
+    from sapiens2_studio.core.studio.sequence import save_sequence_bundle, sequence_frames
+
+    frames = moving_frames(7)
+    images = torch.from_numpy(np.stack([f.image for f in frames]).astype(np.float32) / 255.0)
+    fx, fy, cx, cy = (CAMERA[k] for k in ("fx", "fy", "cx", "cy"))
+    batches = {
+        "pose": TaskBatch("pose", [PoseResult(people=[PersonPose(bbox=p.bbox, keypoints=p.keypoints)
+                                                      for p in f.people], image_size=(W, H)) for f in frames]),
+        "seg": TaskBatch("seg", [SegResult(labels=torch.from_numpy(f.seg.astype(np.int64))) for f in frames]),
+        "pointmap": TaskBatch("pointmap", [PointmapResult(points=torch.from_numpy(f.points), scale=1.0 + 0.01 * i,
+                                                          intrinsics=(fx, fy, cx, cy)) for i, f in enumerate(frames)]),
+    }  # fmt: skip
+
+    def numbered(items):
+        for number, frame in enumerate(items, start=1):
+            frame.frame = number
+            yield frame
+
+    batch = sequence_frames(images, batches, fps=FPS, smooth=True, window=3)
+    direct = Usd.Stage.Open(str(write_usd(numbered(batch), tmp_path / "batch.usdc", fps=FPS).path))
+    index, count = save_sequence_bundle(tmp_path, "saved", images, batches, fps=FPS, smooth=True, window=3)
+    assert count == 7
+    saved = Usd.Stage.Open(str(export_usd(index, tmp_path / "saved.usdc").path))
+    tracks = sorted({p.track_id for f in read_sequence(index) for p in f.people})
+    assert len(tracks) == 2
+    mesh = "/Capture/Pointmap/Mesh"
+    for number in range(1, 8):
+        ours, theirs = (
+            np.asarray(s.GetPrimAtPath(mesh).GetAttribute("points").Get(number)) for s in (direct, saved)
+        )
+        assert len(ours) > 100
+        np.testing.assert_array_equal(ours, theirs)
+        for track in tracks:
+            path = f"/Capture/People/Person_{track}/Animation"
+            ours, theirs = (np.asarray(s.GetPrimAtPath(path).GetAttribute("translations").Get(number))
+                            for s in (direct, saved))  # fmt: skip
+            np.testing.assert_array_equal(ours, theirs)
+    with pytest.raises(Exception, match="'pointmap' has 2 results for 7 images"):
+        sequence_frames(images, {"pointmap": TaskBatch("pointmap", batches["pointmap"].results[:2])}, fps=FPS)

@@ -10,7 +10,7 @@ frames give the same keypoints, scores, track ids and scales through every front
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..formats.bundle import CaptureFrame
@@ -125,9 +125,7 @@ def sequence_tasks(batches: dict[str, TaskBatch | None], smooth: bool) -> list[s
     return tasks
 
 
-def save_sequence_bundle(
-    folder: Any,
-    name: str,
+def sequence_frames(
     images: Any,
     batches: dict[str, TaskBatch | None],
     *,
@@ -136,28 +134,41 @@ def save_sequence_bundle(
     albedo_image: Any = None,
     mask: Any = None,
     host: Any = None,
-    compression: str | None = None,
     window: int = WINDOW,
-) -> tuple[Any, int]:
-    """Capture bundle of a batch (one frame: a plain bundle; more: a numbered sequence through the temporal
-    pass), built and written `window` frames at a time with progress and cancel per frame. Returns (the JSON to
-    open, the frame count)."""
-    from ..formats.bundle import write_bundle
-    from ..formats.sequence import SequenceWriter
-    from .capture import BATCH_FIELDS, capture_frames
+) -> Iterator[CaptureFrame]:
+    """The capture frames of a batch in order (one frame: as captured; more: through the temporal pass), built
+    `window` frames at a time with progress and cancel per frame; each frame is dropped here once yielded, so a
+    consumer that writes and releases it holds one window at most. The one path from a node's batch to frames,
+    for every writer of a sequence (Save Capture Bundle, Save USD)."""
+    from .capture import BATCH_FIELDS
     from .host import Host
 
     host = host or Host()
     total = int(images.shape[0]) if hasattr(images, "shape") and len(images.shape) == 4 else len(images)
-    for task, batch in batches.items():
+    for task, batch in batches.items():  # checked now, before the caller writes anything
         if batch is not None and isinstance(batch, TaskBatch) and len(batch) not in (1, total):
             raise StudioError(f"'{BATCH_FIELDS[task]}' has {len(batch)} results for {total} images")
+    return _windows(images, batches, total, fps, smooth, albedo_image, mask, host, window)
+
+
+def _windows(
+    images: Any,
+    batches: dict[str, TaskBatch | None],
+    total: int,
+    fps: float,
+    smooth: bool,
+    albedo_image: Any,
+    mask: Any,
+    host: Any,
+    window: int,
+) -> Iterator[CaptureFrame]:
+    from .capture import capture_frames
+
     if total == 1:
-        frames = capture_frames(images, batches, albedo_image=albedo_image, mask=mask, host=host)
-        return write_bundle(folder, name, frames[0], compression=compression), 1
+        yield from capture_frames(images, batches, albedo_image=albedo_image, mask=mask, host=host)
+        return
     sequence = BatchSequence(fps, smooth=smooth)
     tasks = sequence_tasks(batches, smooth)
-    writer = SequenceWriter(folder, name, fps, compression=compression)
     host.progress(0, total)
     for start in range(0, total, max(1, window)):
         stop = min(total, start + max(1, window))
@@ -175,7 +186,47 @@ def save_sequence_bundle(
         sequence.frames(frames, tasks)
         for offset in range(len(frames)):
             host.check_cancel()
-            writer.add(frames[offset])
-            frames[offset] = None  # type: ignore[call-overload]  # written: let its arrays go
+            frame, frames[offset] = frames[offset], None  # type: ignore[call-overload]  # the consumer's now
+            yield frame
+            del frame
             host.progress(start + offset + 1, total)
+
+
+def save_sequence_bundle(
+    folder: Any,
+    name: str,
+    images: Any,
+    batches: dict[str, TaskBatch | None],
+    *,
+    fps: float,
+    smooth: bool = False,
+    albedo_image: Any = None,
+    mask: Any = None,
+    host: Any = None,
+    compression: str | None = None,
+    window: int = WINDOW,
+) -> tuple[Any, int]:
+    """Capture bundle of a batch (one frame: a plain bundle; more: a numbered sequence through the temporal
+    pass), built and written `window` frames at a time with progress and cancel per frame (`sequence_frames`).
+    Returns (the JSON to open, the frame count)."""
+    from ..formats.bundle import write_bundle
+    from ..formats.sequence import SequenceWriter
+
+    frames = sequence_frames(
+        images,
+        batches,
+        fps=fps,
+        smooth=smooth,
+        albedo_image=albedo_image,
+        mask=mask,
+        host=host,
+        window=window,
+    )
+    total = int(images.shape[0]) if hasattr(images, "shape") and len(images.shape) == 4 else len(images)
+    if total == 1:
+        return write_bundle(folder, name, next(frames), compression=compression), 1
+    writer = SequenceWriter(folder, name, fps, compression=compression)
+    for frame in frames:
+        writer.add(frame)
+        del frame  # written: let its arrays go
     return writer.close(), total

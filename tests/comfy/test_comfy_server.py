@@ -83,9 +83,10 @@ EXPECTED = {
         ["STRING"],  # + FILE_3D on hosts that have ComfyUI's 3D file type
     ),
     "Sapiens2SaveUSD": (
-        {"image": IMG, "pointmap": "SAPIENS2_POINTMAP", "format": "COMBO", "filename_prefix": "STRING",
+        {"image": FRAMES, "pointmap": "SAPIENS2_POINTMAP", "format": "COMBO", "filename_prefix": "STRING",
          "fps": "FLOAT", "max_edge_ratio": "FLOAT", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
-         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "mask": MASK, "matting": "SAPIENS2_MATTING"},
+         "normals": "SAPIENS2_NORMAL", "albedo": IMG, "mask": MASK, "matting": "SAPIENS2_MATTING",
+         "smooth": "BOOLEAN"},
         ["STRING"],
     ),
 }  # fmt: skip
