@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..data import keypoints308, seg29
+from . import task_layers as _task_layers
 from .arrays import BandedArray, all_finite, host_array, to_numpy, zero_where_invalid
 from .compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from .documents import MAJOR, check_version, load_json, remove_quietly
@@ -216,6 +217,10 @@ class CaptureFrame:
     name: str | None = None  # set by read_bundle
     version: str = FORMAT_VERSION  # set by read_bundle (the file's version, before any conversion)
     notes: list[str] = field(default_factory=list)  # set by read_bundle
+    # Layers of tasks the bundle format does not name (plug-in tasks): layer -> channel -> (H, W) array, each
+    # layer declared in `task_layers` (layer -> `task_layers.TaskLayer`; core/formats/task_layers.py).
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_layers: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------- helpers
@@ -511,6 +516,9 @@ def _exr_plan(
         _matte_plan(frame, add)
     elif frame.foreground is not None:
         raise BundleError("CaptureFrame.foreground needs its alpha (CaptureFrame.alpha)")
+    for task_layout, task_maker in _task_layers.plan(frame):  # declared in the JSON's task_layers, not layers
+        layout.extend(task_layout)
+        makers.append(task_maker)
     if not layout:  # an EXR needs at least one channel; an opaque alpha keeps the file valid and tiny
         layout.append(("A", np.dtype(np.float16)))
         makers.append(lambda rows: {"A": opaque(rows)})
@@ -639,6 +647,9 @@ def _frame_json(frame: CaptureFrame, name: str, people: list[CapturePerson], lay
         doc["checks"] = checks
     if frame.run is not None:
         doc["run"] = _strict_object("run", frame.run)
+    declared = _task_layers.declarations(frame)
+    if declared is not None:
+        doc["task_layers"] = declared
     return doc
 
 
@@ -906,4 +917,5 @@ def read_bundle(json_path: str | os.PathLike[str], *, warn: bool = True) -> Capt
     if run is not None and not isinstance(run, dict):
         raise BundleError(f"{path}: 'run' must be a JSON object when present")
     frame.run = run
+    frame.extra, frame.task_layers = _task_layers.read(str(path), doc, channels)
     return frame
