@@ -112,7 +112,21 @@ def _add_attributes(mesh: bpy.types.Mesh, capture: Capture, grid: GridMesh) -> l
         mesh.attributes[ALPHA_ATTRIBUTE].data.foreach_set(
             "value", capture.layers.sample("alpha", grid.rows, grid.cols)
         )
+    _add_task_attributes(mesh, capture, grid)
     return colors
+
+
+def _add_task_attributes(mesh: bpy.types.Mesh, capture: Capture, grid: GridMesh) -> None:
+    """One point attribute per declared task channel (plug-in tasks), named as its EXR channel: INT for class ids
+    (their names as the mesh's custom property ``<channel>.classes``), FLOAT otherwise."""
+    for channel in capture.task_channels:
+        values = capture.layers.sample_channel(channel.name, grid.rows, grid.cols)
+        kind = "INT" if channel.integer else "FLOAT"
+        mesh.attributes.new(channel.name, kind, "POINT")
+        data = np.rint(values).astype(np.int32) if channel.integer else values
+        mesh.attributes[channel.name].data.foreach_set("value", data)
+        if channel.classes:
+            mesh[f"{channel.name}.classes"] = {str(k): v for k, v in sorted(channel.classes.items())}
 
 
 def build_mesh_data(

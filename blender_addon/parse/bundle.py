@@ -25,6 +25,7 @@ import numpy as np
 from .errors import BundleError, NotACaptureError
 from .exr import read_exr_channels
 from .layers import Layers
+from .task_layers import TaskChannel, check_task_channels, parse_task_layers
 
 FRAME_FORMAT = "sapiens2-capture"
 SEQUENCE_FORMAT = "sapiens2-capture-sequence"
@@ -79,6 +80,8 @@ class Capture:
     )  # "rgb", "P", "N", "albedo", "seg", "mask", "alpha", "matte", "A", "confidence"
     legacy_normals: bool = False  # a 1.0 bundle with normals: load_layers converts them to OpenCV
     notes: list[str] = field(default_factory=list)  # what the reader converted, for the import report
+    # channels of tasks the add-on does not know, declared in the JSON's task_layers: mesh attributes by name
+    task_channels: list[TaskChannel] = field(default_factory=list)
 
 
 @dataclass
@@ -308,6 +311,7 @@ def read_capture(
         frame=int(frame) if isinstance(frame, int) else None,
         exr_path=exr_path,
         legacy_normals=_has_legacy_normals(data, path),
+        task_channels=parse_task_layers(data, path),
     )
     if capture.legacy_normals:
         capture.notes.append(legacy_normals_note(path.name))
@@ -324,6 +328,7 @@ def load_layers(capture: Capture, exr_backend: str | None = None) -> Capture:
             for name in LEGACY_NORMAL_CHANNELS:
                 if name in channels:
                     channels[name] = -channels[name]
+        check_task_channels(capture.task_channels, set(channels), capture.json_path)
         capture.layers = _parse_layers(channels, capture.width, capture.height, capture.json_path)
     return capture
 

@@ -62,6 +62,10 @@ class Layers(Mapping):
         """The raw (H, W) channel arrays of a layer, in X/Y/Z or R/G/B order, native dtype, no copy."""
         return [self._channels[c] for c in self._parts(name)]
 
+    def sample_channel(self, channel: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """float32 values of one raw EXR channel at the given pixels (task layers, which no group names)."""
+        return self._channels[channel][rows, cols].astype(np.float32)
+
     def sample(self, name: str, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """float32 values at the given pixels: (V, C) for a group, (V,) for a single channel."""
         parts = self.channels(name)

@@ -189,6 +189,7 @@ def blender_env(blender_python, tmp_path_factory) -> dict[str, str]:
     sc.write_sphere(bundles, "sphere")
     sc.write_sphere(bundles, "sphere_v10", legacy=True)
     sc.write_matte(bundles, "matte")
+    sc.write_task_layers(bundles, "garment")
     _write_bad_bundles(bundles, sc)
     truth, parse = load_rig_truth()
     truth.write_truth_bundles(bundles, parse)

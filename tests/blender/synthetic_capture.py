@@ -369,3 +369,32 @@ def write_matte(folder: Path, name: str = "matte", width: int = 48, height: int 
     back = read_bundle(path)
     np.savez(folder / f"expected_{name}.npz", alpha=back.alpha, foreground=back.foreground, mask=back.mask)
     return path
+
+
+GARMENT_CLASSES = ({"id": 0, "name": "background"}, {"id": 1, "name": "top"}, {"id": 2, "name": "bottom"})
+
+
+def write_task_layers(folder: Path, name: str = "garment", width: int = 48, height: int = 64) -> Path:
+    """The figure with the layers of a task the add-on does not know (a plug-in's garment classes, declared as
+    class ids, and its confidence as a half-float value), and ``expected_<name>.npz``: both as the project's
+    reader returns them."""
+    from sapiens2_studio.core.formats.bundle import read_bundle, write_bundle
+    from sapiens2_studio.core.formats.task_layers import TaskLayer
+
+    frame = figure_frame(width, height)
+    rows = np.arange(height)[:, None] + np.zeros((1, width), int)
+    ids = np.where(frame.mask > 0.5, 1 + (rows >= height // 2), 0)  # top above the middle, bottom below
+    confidence = np.linspace(0.0, 1.0, width * height, dtype=np.float32).reshape(height, width)
+    frame.extra = {"garment": {"id": ids}, "garment_conf": {"prob": confidence}}
+    frame.task_layers = {
+        "garment": TaskLayer("garment", ("id",), "float", "class_id", GARMENT_CLASSES),
+        "garment_conf": TaskLayer("garment", ("prob",), "half", "probability"),
+    }
+    path = write_bundle(folder, name, frame)
+    back = read_bundle(path)
+    np.savez(
+        folder / f"expected_{name}.npz",
+        id=back.extra["garment"]["id"],
+        prob=back.extra["garment_conf"]["prob"],
+    )
+    return path
