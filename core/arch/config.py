@@ -99,6 +99,7 @@ class HeatmapHeadConfig:
     conv_channels: tuple[int, ...]
     conv_kernels: tuple[int, ...]
     out_channels: int
+    output_name: str = ""  # the output conv's name (`decode_head.<name>`); "" = the built-in task's
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class DenseHeadConfig:
     scale_conv_channels: tuple[int, ...] = ()
     scale_conv_kernels: tuple[int, ...] = ()
     scale_mlp: tuple[int, ...] = ()
+    output_name: str = ""  # the output conv's name (`decode_head.<name>`); "" = the built-in task's
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,9 @@ class ModelConfig:
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
+        # a task from outside the project (core/tasks plug-in) names its head's output conv itself
+        plugin = self.head is not None and bool(self.head.output_name) and self.task.isidentifier()
+        if self.task not in TASKS and not plugin:
             raise ModelConfigError(f"unknown task {self.task!r}; expected one of {TASKS}")
         if (self.head is None) != (self.task == "pretrain"):
             raise ModelConfigError(

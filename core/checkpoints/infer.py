@@ -149,8 +149,19 @@ def infer_backbone(bb: Shapes, *, rope_dtype: str = "bf16", where: str = "") -> 
         raise CheckpointError(f"inconsistent backbone shapes: {exc}") from None
 
 
+def _plugin_task(head: Shapes):
+    """The registered plug-in task (core/tasks) whose output conv the head holds, or None. Imported here, when a
+    head is none of the built-ins': the registry is above this layer and only plug-ins need it."""
+    from ..tasks import registry
+
+    task = registry.for_head(head)
+    return None if task is None or task.builtin else task
+
+
 def detect_task(head: Shapes) -> str:
     found = {task for name, task in OUTPUT_CONVS.items() if f"{name}.weight" in head}
+    if not found and (plugin := _plugin_task(head)) is not None:
+        return plugin.name
     if len(found) != 1:
         names = ", ".join(f"decode_head.{n}.weight" for n in OUTPUT_CONVS)
         raise CheckpointError(
@@ -169,9 +180,16 @@ def _conv_chain(head: Shapes, prefix: str) -> tuple[tuple[int, ...], tuple[int, 
 
 
 def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig | DenseHeadConfig:
-    out_name = next(n for n, t in OUTPUT_CONVS.items() if t == task)
+    out_name = next((n for n, t in OUTPUT_CONVS.items() if t == task), None)
+    plugin = None
+    if out_name is None:  # a plug-in task: its head is one of core.arch's kinds, under its own output conv
+        from ..tasks import registry
+
+        plugin = registry.get(task)
+        out_name = plugin.output_conv
+    own_name = {} if plugin is None else {"output_name": out_name}
     out_channels = _need(head, f"{out_name}.weight", "decode_head.")[0]
-    if task in ("pose", "seg"):
+    if (plugin.head_kind == "heatmap") if plugin is not None else task in ("pose", "seg"):
         deconv_channels, deconv_kernels = [], []
         for i in _layer_positions(head, "deconv_layers", "decode_head.", stride=3):
             shape = head[f"deconv_layers.{i}.weight"]  # (in, out, k, k) for transposed convs
@@ -185,6 +203,7 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
             conv_channels=conv_channels,
             conv_kernels=conv_kernels,
             out_channels=out_channels,
+            **own_name,
         )
     upsample = []
     upsample_kernel = 3
@@ -216,6 +235,7 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
         scale_conv_channels=scale_channels,
         scale_conv_kernels=scale_kernels,
         scale_mlp=tuple(mlp),
+        **own_name,
     )
 
 
@@ -247,4 +267,8 @@ def infer_config(shapes: Shapes, *, rope_dtype: str = "bf16", reads: set[str] | 
     if not head:
         raise CheckpointError("the checkpoint has 'backbone.*' keys but no 'decode_head.*' keys")
     task = detect_task(head)
+    if task not in OUTPUT_CONVS.values():  # a plug-in task checks its head before anything is built or read
+        from ..tasks import registry
+
+        registry.get(task).check_head(head)
     return ModelConfig(backbone=backbone, task=task, head=infer_head(task, head, backbone.embed_dim))

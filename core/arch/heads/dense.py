@@ -31,7 +31,7 @@ class DenseHead(nn.Module):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.cfg = cfg
-        self.output_name = OUTPUT_CONV_NAMES[task]
+        self.output_name = cfg.output_name or OUTPUT_CONV_NAMES[task]
         self.sigmoid_output = task in SIGMOID_TASKS
         channels = cfg.in_channels
         self.input_conv = conv_stack(channels, (channels,), (cfg.input_kernel,), norm=cfg.norm, **factory)

@@ -19,7 +19,7 @@ class HeatmapHead(nn.Module):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.cfg = cfg
-        self.output_name = OUTPUT_CONV_NAMES[task]
+        self.output_name = cfg.output_name or OUTPUT_CONV_NAMES[task]
         self.deconv_layers = conv_stack(
             cfg.in_channels, cfg.deconv_channels, cfg.deconv_kernels, transposed=True, **factory
         )
