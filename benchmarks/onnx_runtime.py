@@ -34,6 +34,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--export-only", action="store_true", help="measure export time and peak memory only")
     parser.add_argument(
+        "--rope", choices=("bf16", "fp32"), default="bf16", help="RoPE dtype (bf16: the released models)"
+    )
+    parser.add_argument(
         "--fp64",
         action="store_true",
         help="also PyTorch float64: how far each fp32 runtime is from the exact model",
@@ -46,8 +49,10 @@ def main() -> None:
     from sapiens2_studio.core.testing.synthetic import state_dict_for
 
     torch.set_num_threads(args.threads)
-    model = load_model(state_dict_for(preset_config(args.size, args.task)), device="cpu", dtype=torch.float32)
-    result: dict = {"size": args.size, "task": args.task, "threads": args.threads}
+    weights = state_dict_for(preset_config(args.size, args.task))
+    model = load_model(weights, device="cpu", dtype=torch.float32, rope_dtype=args.rope)
+    del weights
+    result: dict = {"size": args.size, "task": args.task, "rope": args.rope, "threads": args.threads}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.onnx"
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -76,12 +81,13 @@ def main() -> None:
                         start = time.perf_counter()
                         fn(x)
                         times[name].append(time.perf_counter() - start)
-            best = {k: float(np.median(v)) for k, v in times.items()}
-            result.update(
-                seconds_per_image={k: round(v, 3) for k, v in best.items()},
-                ort_speedup=round(best["torch"] / best["onnxruntime"], 2),
-                provider=onnx_model.provider,
-            )
+            result["provider"] = onnx_model.provider
+            if args.runs:  # --runs 0: parity only
+                best = {k: float(np.median(v)) for k, v in times.items()}
+                result.update(
+                    seconds_per_image={k: round(v, 3) for k, v in best.items()},
+                    ort_speedup=round(best["torch"] / best["onnxruntime"], 2),
+                )
     print(json.dumps(result))
 
 

@@ -14,6 +14,7 @@ task are refused before any session is built.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from sapiens2_studio.core.onnx import (
     export_onnx,
     read_metadata,
 )
+from sapiens2_studio.core.onnx import export as export_module
 from sapiens2_studio.core.pipeline.predict import predict_seg
 from sapiens2_studio.core.pipeline.preprocess import normalize, preprocess_dense
 from sapiens2_studio.core.studio import models
@@ -95,8 +97,9 @@ def test_released_model_is_as_exact_as_pytorch(task, tiny_checkpoints, exported,
         truth = _outs(load_model(tiny_checkpoints[task], dtype=torch.float64)(photos[:1].double()))
     for got, want, exact in zip(onnx, torch32, truth, strict=True):
         floor = _rel(want, exact)  # PyTorch fp32's own distance from the exact model (~1e-5 with bf16 RoPE)
-        assert _rel(got, exact) <= 1.5 * floor + 1e-6
-        assert _rel(got, want) <= 2.5 * floor + 1e-6
+        draws = 3.0 if got.numel() == 1 else 1.5  # the pointmap scale, one number, is one draw of the noise
+        assert _rel(got, exact) <= draws * floor + 1e-6
+        assert _rel(got, want) <= (draws + 1) * floor + 1e-6
 
 
 @pytest.mark.parametrize("task", ("pointmap", "pose"))
@@ -110,15 +113,35 @@ def test_one_file_runs_batch_1_and_4(task, exported, photos):
                 assert _rel(batch[i : i + 1], single) <= 1e-6
 
 
-def test_fp16_export_is_within_the_bf16_tolerance(tiny_checkpoints, photos, tmp_path):
-    report = export_onnx(tiny_checkpoints["pointmap"], tmp_path / "half.onnx", dtype="fp16")
-    assert report.metadata.weights_dtype == "fp16"
-    runtime = OnnxModel(report.path, device="cpu")
+def test_fp16_export_from_the_cli_is_within_the_bf16_tolerance(tiny_checkpoints, photos, tmp_path, capsys):
+    out = tmp_path / "half.onnx"
+    argv = [
+        "export",
+        "onnx",
+        str(out),
+        "--checkpoint",
+        str(tiny_checkpoints["pointmap"]),
+        "--task",
+        "pointmap",
+    ]
+    assert main([*argv, "--dtype", "fp16", "--json", "--checkpoint-dir", str(tmp_path)]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert (written["task"], written["dtype"], written["outputs"]) == (
+        "pointmap",
+        "fp16",
+        ["pointmap", "scale"],
+    )
+    meta = read_metadata(out, task="pointmap")
+    assert meta.weights_dtype == "fp16" and meta.source_checkpoint == "tiny_pointmap.safetensors"
+    runtime = OnnxModel(out, device="cpu")
     with torch.inference_mode():
         pairs = zip(_outs(runtime(photos[:2])), _outs(load_model(tiny_checkpoints["pointmap"])(photos[:2])))
         for got, want in pairs:
             assert got.dtype == torch.float32
             assert _rel(got, want) <= 0.03  # docs/performance.md "bf16 tolerance"
+    argv = ["export", "onnx", str(tmp_path / "seg.onnx"), "--checkpoint", str(tiny_checkpoints["pose"])]
+    assert main([*argv, "--task", "seg", "--checkpoint-dir", str(tmp_path)]) != 0
+    assert "pose" in capsys.readouterr().err and not (tmp_path / "seg.onnx").exists()
 
 
 def test_a_file_of_another_task_is_refused(exported):
@@ -151,6 +174,37 @@ def test_damaged_files_are_refused_before_a_session(exported, tmp_path):
     intact = tmp_path / "intact.onnx"
     shutil.copyfile(exported["seg"], intact)
     assert read_metadata(intact, task="seg").class_names[:1] == ("Background",)
+
+
+def test_weights_beside_the_file_are_sealed_too(tiny_checkpoints, photos, tmp_path, monkeypatch):
+    """The 1B and 5B fp32 files are over ONNX's 2 GB protobuf limit: their weights go to OUT.onnx.data."""
+    monkeypatch.setattr(export_module, "EXTERNAL_DATA_BYTES", 0)
+    report = export_onnx(tiny_checkpoints["pretrain"], tmp_path / "big.onnx")
+    data = tmp_path / "big.onnx.data"
+    assert data.is_file() and data.stat().st_size > report.path.stat().st_size
+    with torch.inference_mode():
+        got = OnnxModel(report.path, device="cpu")(photos[:1])
+        assert _rel(got, load_model(tiny_checkpoints["pretrain"])(photos[:1])) <= 2e-5
+    damaged = bytearray(data.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01
+    data.write_bytes(bytes(damaged))
+    with pytest.raises(OnnxFileError, match=r"big\.onnx\.data \(the weights of big\.onnx\) is damaged"):
+        read_metadata(report.path)
+
+
+def test_predict_refuses_a_wrong_or_damaged_file_before_reading_any_image(exported, tmp_path, capsys):
+    photo = tmp_path / "unreadable.png"
+    photo.write_bytes(b"not an image: reading it would fail with another message")
+    truncated = tmp_path / "seg.onnx"
+    truncated.write_bytes(exported["seg"].read_bytes()[:5000])
+    cases = ((exported["pose"], "was exported for the pose task, but a seg model is needed"),)
+    cases += ((truncated, "seg.onnx is not a complete ONNX file"),)
+    for checkpoint, message in cases:
+        argv = ["predict", str(photo), "--tasks", "seg", "--out", str(tmp_path / "out"), "--device", "cpu"]
+        assert main([*argv, "--runtime", "onnxruntime", f"--checkpoint=seg={checkpoint}"]) == 1
+        err = capsys.readouterr().err
+        assert message in err and "unreadable.png" not in err, err
+        assert not (tmp_path / "out").exists()
 
 
 def test_the_4k_window_tokenizer_is_refused_with_its_reason(tmp_path):

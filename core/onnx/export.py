@@ -35,6 +35,8 @@ WEIGHT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
 OPSET = 18
 # Largest batch the exported graph is declared for (any batch up to it runs from the one file).
 MAX_BATCH = 1024
+# Weights above this go to `<out>.data` beside the file (ONNX's protobuf cannot exceed 2 GB).
+EXTERNAL_DATA_BYTES = 1_800_000_000
 
 
 def require_export_packages() -> None:
@@ -224,7 +226,7 @@ def _save(program: Any, target: Path) -> None:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".onnx-export-") as tmp:
         staged = Path(tmp) / target.name
         large = sum(v.const_value.nbytes for v in program.model.graph.initializers.values() if v.const_value)
-        program.save(str(staged), external_data=large > 1_800_000_000)
+        program.save(str(staged), external_data=large > EXTERNAL_DATA_BYTES)
         seal(staged)
         data = data_file(staged)
         old_data = data_file(target)
