@@ -1,7 +1,7 @@
 """Run Sapiens2 tasks over a batch of images: the one loop every front-end uses.
 
-One call runs any set of tasks in the catalogue's order (seg first, so pose takes its person boxes from it and the
-dense layers their mask), chunk by chunk with out-of-memory back-off, progress and cancel; each image is converted
+One call runs any set of registered tasks in the registry's run order (seg first, so pose takes its person boxes
+from it and the dense layers their mask: each task gets the results it `needs`), chunk by chunk with out-of-memory back-off, progress and cancel; each image is converted
 and uploaded to the device once per chunk and shared by every task.
 """
 
@@ -16,8 +16,8 @@ import torch
 from .. import catalogue
 from ..pipeline.boxes import Box
 from ..pipeline.images import ImageSource
-from ..pipeline.predict import PREDICTORS
-from ..pipeline.results import PoseResult
+from ..tasks import registry as tasks_registry
+from ..tasks.base import PredictContext
 from .batches import TaskBatch, place, require_batch
 from .chunking import run_chunked
 from .errors import StudioError
@@ -29,6 +29,10 @@ NOBODY_CHOICES = (
     "image",
     "empty",
 )  # a frame where seg finds nobody: the whole image is one person, or nobody
+
+
+# The task whose results `run_tasks(seg=…)` takes instead of computing them (other tasks `need` it).
+GIVEN_INPUT = "seg"
 
 
 @dataclass
@@ -58,23 +62,24 @@ class TaskOptions:
 
 
 def _ordered(models: Mapping[str, LoadedModel]) -> list[str]:
-    unknown = sorted(set(models) - set(catalogue.RUN_ORDER))
-    if unknown:
-        raise StudioError(f"no predictor for task {unknown[0]!r}; tasks are {', '.join(catalogue.TASKS)}")
     for task, loaded in models.items():
+        if not tasks_registry.has(task):
+            raise StudioError(
+                f"no predictor for task {task!r}; tasks are {', '.join(tasks_registry.names())}"
+            )
         if not isinstance(loaded, LoadedModel):
             raise StudioError(
                 f"the {task} model input holds a {type(loaded).__name__}, not a loaded Sapiens2 model",
                 hints={"comfyui": "connect the output of 'Load Sapiens2 Model'"},
             )
         if loaded.task != task:
+            other = tasks_registry.get(loaded.task).label if tasks_registry.has(loaded.task) else loaded.task
             raise StudioError(
-                f"this needs a Sapiens2 {catalogue.TASK_LABELS[task]} model, but the model given is "
-                f"{catalogue.TASK_LABELS.get(loaded.task, loaded.task)} ({loaded.checkpoint}); load "
-                f"{catalogue.task_file_hint(task)}",
+                f"this needs a Sapiens2 {tasks_registry.get(task).label} model, but the model given is "
+                f"{other} ({loaded.checkpoint}); load {catalogue.task_file_hint(task)}",
                 hints={"comfyui": f"pick a *_{task} checkpoint in 'Load Sapiens2 Model'"},
             )
-    return [t for t in catalogue.RUN_ORDER if t in models]
+    return list(tasks_registry.run_order(models))
 
 
 def run_tasks(
@@ -92,7 +97,8 @@ def run_tasks(
 
     images: a list of H×W×3 arrays / PIL images, or a (B, H, W, C) tensor in [0, 1].
     seg: segmentation computed elsewhere (one per image), used for pose boxes and dense masks when no seg model
-        runs here. masks: (B, H, W) person masks for the dense tasks' `mask` (they override the seg foreground).
+        runs here (a result another task `needs`, given instead of computed). masks: (B, H, W) person masks for the
+        dense tasks' `mask` (they override the seg foreground).
     labels: a name per image for the notes (e.g. file names); frame numbers otherwise.
     """
     host = host or Host()
@@ -102,99 +108,59 @@ def run_tasks(
     total = len(source)
     if options.boxes is not None and len(options.boxes) != total:
         raise StudioError(f"{place(where)}got box lists for {len(options.boxes)} images but {total} images")
+    given: dict[str, TaskBatch] = {}
     if seg is not None:
-        seg = require_batch(seg, "seg", where, "seg")
+        seg = require_batch(seg, GIVEN_INPUT, where, tasks_registry.get(GIVEN_INPUT).field)
         if len(seg) != total:
             raise StudioError(
                 f"{place(where)}{len(seg)} segmentations for {total} images; give one per image"
             )
+        given[seg.task] = seg
     modules = host.activate_all({task: models[task] for task in order})
 
     def work(start: int, stop: int) -> list[dict[str, Any]]:
         prepared = [source.get(i, host.device) for i in range(start, stop)]
         count = stop - start
-        common = {"should_stop": host.should_stop}
         out: dict[str, list[Any]] = {}
-        segs = [seg[i] for i in range(start, stop)] if seg is not None and "seg" not in modules else None
-        for task in order:
-            module = modules[task]
-            if task == "seg":
-                out[task] = PREDICTORS[task](
-                    module,
-                    prepared,
-                    batch_size=count,
-                    keep_logits=options.keep_logits,
-                    output_device=host.output_device,
-                    **common,
-                )
-                segs = out[task]
-            elif task == "pose":
-                out[task] = _pose(module, prepared, start, segs, options, common)
-            else:
-                dense_masks = None
-                if masks is not None:
-                    dense_masks = [m > 0.5 for m in masks[start:stop]]
-                elif segs is not None:
-                    dense_masks = segs
-                banding = {} if task == "matting" else {"bands_above": options.bands_above}
-                out[task] = PREDICTORS[task](
-                    module,
-                    prepared,
-                    batch_size=count,
-                    seg=dense_masks,
-                    output_device=host.output_device,
-                    **banding,
-                    **common,
-                )
+        for name in order:
+            task = tasks_registry.get(name)
+            needs: dict[str, list[Any]] = {}
+            for need in task.needs:
+                if need in out:
+                    needs[need] = out[need]
+                elif need in given and need not in modules:
+                    needs[need] = [given[need][i] for i in range(start, stop)]
+            ctx = PredictContext(
+                device=host.device,
+                output_device=host.output_device,
+                should_stop=host.should_stop,
+                needs=needs,
+                masks=None if masks is None else masks[start:stop],
+                boxes=options.boxes,
+                flip_test=options.flip_test,
+                if_no_person=options.if_no_person,
+                keep_logits=options.keep_logits,
+                bands_above=options.bands_above,
+                start=start,
+            )
+            out[name] = task.predict(modules[name], prepared, ctx)
         return [{task: out[task][j] for task in order} for j in range(count)]
 
     per_image = run_chunked(total, options.chunk_size, work, host, what="images")
     batches = {task: TaskBatch(task, [r[task] for r in per_image], models[task].record()) for task in order}
-    if "pose" in batches:
-        report_pose_warnings(batches["pose"], host, where, labels)
+    for batch in batches.values():
+        report_warnings(batch, host, where, labels)
     report_nonfinite(batches, host, where, labels)
     return batches
 
 
-def _pose(
-    module: Any,
-    prepared: list[Any],
-    start: int,
-    segs: list[Any] | None,
-    options: TaskOptions,
-    common: dict[str, Any],
-) -> list[PoseResult]:
-    """Pose for one chunk: frames whose given boxes are empty (a detector found nobody) have nobody, unless a
-    segmentation can find people there."""
-    count = len(prepared)
-    boxes = None if options.boxes is None else [options.boxes[start + j] for j in range(count)]
-    run = [j for j in range(count) if segs is not None or boxes is None or boxes[j] is None or boxes[j]]
-    results: list[PoseResult] = [PoseResult([], p.size) for p in prepared]
-    if not run:
-        return results
-    found = PREDICTORS["pose"](
-        module,
-        [prepared[j] for j in run],
-        boxes=None if boxes is None else [boxes[j] or None for j in run],
-        seg=None if segs is None else [segs[j] for j in run],
-        flip_test=options.flip_test,
-        batch_size=len(run),
-        if_no_person=options.if_no_person,
-        **common,
-    )
-    for j, result in zip(run, found):
-        results[j] = result
-    return results
-
-
-def report_pose_warnings(
-    batch: TaskBatch, host: Host, where: str, labels: Sequence[str] | None = None
-) -> None:
-    """The predictor's per-frame warnings (e.g. 'found no person; used the whole image'), once per kind, with the
-    frames (or image names) they concern."""
+def report_warnings(batch: TaskBatch, host: Host, where: str, labels: Sequence[str] | None = None) -> None:
+    """The predictor's per-frame warnings (e.g. pose's 'found no person; used the whole image'), once per kind,
+    with the frames (or image names) they concern."""
+    task = tasks_registry.get(batch.task)
     frames: dict[str, list[str]] = {}
     for i, result in enumerate(batch.results):
-        for warning in getattr(result, "warnings", None) or []:
+        for warning in task.warnings(result):
             frames.setdefault(warning, []).append(labels[i] if labels else str(i + 1))
     for warning, which in frames.items():
         listed = ", ".join(which[:10]) + (f" and {len(which) - 10} more" if len(which) > 10 else "")

@@ -42,10 +42,18 @@ DrawFn = Callable[[Any, Any], "Callable[[], Any] | None"]
 
 @dataclass(frozen=True)
 class Preview:
-    """One PNG preview a task draws: file suffix (`<name>.<suffix>.png`), bytes per pixel on disk, its drawer."""
+    """One PNG preview a task draws: file suffix (`<name>.<suffix>.png`) and bytes per pixel on disk.
+
+    How it is drawn: `draw(frame, image)` when given (a plug-in's own drawer), else the studio's drawer of `kind`
+    ("skeleton", "classes", "normals", "depth", "colour", "matte", "cutout") over the frame attribute `source`.
+    rank: order of the previews a frame writes (lower first).
+    """
 
     suffix: str
     bytes_per_pixel: float
+    kind: str = ""
+    source: str = ""
+    rank: int = 100
     draw: DrawFn | None = None
 
 
@@ -181,9 +189,17 @@ class Task:
         return getattr(result, "warnings", None) or ()
 
     # ---------------------------------------------------------------------------------------------- capture
-    def person_mask(self, result: Any) -> Any:
-        """The frame's person mask (H, W) float32 this result gives, for tasks with a `mask_rank`."""
+    def person_mask(self, frame: Any) -> Any:
+        """The person mask (H, W) float32 this task's stored data gives a frame, for tasks with a `mask_rank`."""
         return None
+
+    def from_frame(self, frame: Any) -> Any:
+        """The stored data of a frame as a result, for tasks others `need` when it is carried over; None: not."""
+        return None
+
+    def batch_notes(self, results: list[Any], names: list[str]) -> list[str]:
+        """Notes about a batch's results besides non-finite values (e.g. a fallback the frames record)."""
+        return []
 
     def store(self, frame: Any, result: Any, ctx: StoreContext) -> None:
         """Put the result into a capture frame (a plug-in task: `frame.extra[self.name][channel] = (H, W) array`)."""
@@ -199,6 +215,4 @@ class Task:
         extra = getattr(frame, "extra", None) or {}
         return self.name in extra
 
-    def estimate_layers(self) -> tuple[str, ...]:
-        """The disk estimate's layer ids (by default its layers' names)."""
-        return tuple(layer.name for layer in self.layers)
+    mesh: ClassVar[bool] = False  # whether the frame's mesh export is made from this task's data

@@ -1,9 +1,13 @@
-"""Pose: 308 keypoints per person, top-down (person boxes first, from seg or given boxes)."""
+"""Pose: 308 keypoints per person, top-down (person boxes first: given ones, else from the segmentation it needs,
+else the whole image)."""
 
 from __future__ import annotations
 
-from .base import Task
+from typing import Any
+
+from .base import PredictContext, Preview, StoreContext, Task
 from .sizes import RELEASED_SIZES
+from .values import nonfinite_in
 
 
 class PoseTask(Task):
@@ -18,3 +22,58 @@ class PoseTask(Task):
     builtin = True
     output_conv = "conv_pose"
     head_kind = "heatmap"
+    previews = (Preview("pose", 1.9, kind="skeleton", source="people", rank=10),)  # compresses as the photo
+    json_fields = ("people",)
+    temporal = True
+
+    def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
+        """Frames whose given boxes are empty (a detector found nobody) have nobody, unless a segmentation can find
+        people there."""
+        from ..pipeline.predict import predict_pose
+        from ..pipeline.results import PoseResult
+
+        count = len(images)
+        segs = ctx.needs.get("seg")
+        boxes = None if ctx.boxes is None else [ctx.boxes[ctx.start + j] for j in range(count)]
+        run = [j for j in range(count) if segs is not None or boxes is None or boxes[j] is None or boxes[j]]
+        results: list[Any] = [PoseResult([], p.size) for p in images]
+        if not run:
+            return results
+        found = predict_pose(
+            module,
+            [images[j] for j in run],
+            boxes=None if boxes is None else [boxes[j] or None for j in run],
+            seg=None if segs is None else [segs[j] for j in run],
+            flip_test=ctx.flip_test,
+            batch_size=len(run),
+            if_no_person=ctx.if_no_person,
+            should_stop=ctx.should_stop,
+        )
+        for j, result in zip(run, found):
+            results[j] = result
+        return results
+
+    def result_size(self, result: Any) -> tuple[int, int] | None:
+        return tuple(result.image_size)  # type: ignore[return-value]
+
+    def nonfinite(self, result: Any) -> int:
+        import numpy as np
+
+        return sum(
+            nonfinite_in(p.keypoints) + nonfinite_in(np.asarray(p.bbox, np.float64)) for p in result.people
+        )
+
+    def store(self, frame: Any, result: Any, ctx: StoreContext) -> None:
+        frame.people = list(result.people)
+
+    def carry(self, frame: Any, old: Any) -> None:
+        from ..formats.bundle import CapturePerson
+
+        frame.people = [
+            CapturePerson(p.bbox, p.keypoints, p.bbox_source, None, i, p.track_id)
+            for i, p in enumerate(old.people)
+        ]
+
+    def stored(self, frame: Any) -> bool:
+        """People, or a pose model that found nobody (the frame still gets its keypoint files and preview)."""
+        return bool(frame.people) or any(m.get("task") == self.name for m in frame.models)

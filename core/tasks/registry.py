@@ -122,6 +122,13 @@ def names() -> tuple[str, ...]:
 def _unknown(name: str) -> TaskError:
     if name in _refused:
         return UntrustedTaskError(_refused[name], hints=_trust_hints(name))
+    if _refused:  # a module plug-in is refused before its task names are known: name the plug-ins found
+        key = next(iter(_refused))
+        return UntrustedTaskError(
+            f"unknown task {name!r}; task plug-ins were found but not loaded, so their tasks are unknown: "
+            + "; ".join(_refused.values()),
+            hints=_trust_hints(key),
+        )
     return TaskError(f"unknown task {name!r}; choose one of {', '.join(names())}")
 
 
