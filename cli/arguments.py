@@ -82,13 +82,48 @@ def _frame_range(text: str) -> tuple[int, int]:
     return a, b
 
 
+def add_trust_argument(p: argparse.ArgumentParser) -> None:
+    """`--trust-task-code`: the opt-in before installed task plug-ins' code runs (docs/tasks.md)."""
+    p.add_argument(
+        "--trust-task-code",
+        nargs="?",
+        const="*",
+        default=None,
+        metavar="NAME[,NAME]",
+        help="run the code of installed task plug-ins (entry points in sapiens2_studio.tasks, "
+        "$SAPIENS2_TASK_MODULES): all of them, or only those named (default: $SAPIENS2_TRUST_TASKS, else none)",
+    )
+
+
+def load_task_plugins(args: argparse.Namespace) -> None:
+    """Register the trusted plug-in tasks; untrusted ones are only remembered, and refused when asked for."""
+    from ..core.tasks import registry
+
+    registry.load_plugins(trust=getattr(args, "trust_task_code", None))
+
+
+def _check_task_name(task: str, where: str) -> None:
+    """A registered task (built-in or trusted plug-in); an untrusted plug-in's refusal says how to trust it."""
+    from ..core.tasks import registry
+    from ..core.tasks.errors import UntrustedTaskError
+
+    if task in TASKS or registry.has(task):
+        return
+    try:
+        registry.get(task)
+    except UntrustedTaskError:
+        raise
+    except Sapiens2Error:
+        choices = ", ".join(dict.fromkeys((*TASKS, *registry.names())))
+        raise UsageError(f"unknown task {task!r} in {where}; choose from {choices}") from None
+
+
 def parse_tasks(text: str) -> list[str]:
     tasks = [t.strip().lower() for t in text.split(",") if t.strip()]
     if not tasks:
         raise UsageError("--tasks is empty; choose from " + ",".join(TASKS))
-    unknown = [t for t in tasks if t not in TASKS]
-    if unknown:
-        raise UsageError(f"unknown task {unknown[0]!r} in --tasks; choose from {', '.join(TASKS)}")
+    for task in tasks:
+        _check_task_name(task, "--tasks")
     return list(dict.fromkeys(tasks))
 
 
@@ -99,8 +134,7 @@ def parse_checkpoint_overrides(items: Sequence[str] | None) -> dict[str, str]:
         task = task.strip().lower()
         if not sep or not path:
             raise UsageError(f"--checkpoint expects TASK=PATH, got {item!r}")
-        if task not in TASKS:
-            raise UsageError(f"--checkpoint {item!r}: unknown task {task!r}; choose from {', '.join(TASKS)}")
+        _check_task_name(task, f"--checkpoint {item!r}")
         overrides[task] = path
     return overrides
 
@@ -142,6 +176,7 @@ def add_model_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-download", action="store_true", help="never download; fail if a checkpoint is missing"
     )
+    add_trust_argument(p)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -342,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="without CHECKPOINT: print the report as one JSON object"
     )
     i.add_argument("--sha256", action="store_true", help="also hash the file")
+    add_trust_argument(i)
 
     from .export import add_export_parser
     from .selftest import add_selftest_parser
@@ -366,6 +402,7 @@ def job_spec(args: argparse.Namespace) -> JobSpec:
     from ..core.studio.job import JobSpec  # torch comes with it: not at import time, so --help stays instant
 
     defaults = JobSpec(inputs=[], out=".")
+    load_task_plugins(args)
     return JobSpec(
         inputs=list(args.inputs),
         out=getattr(args, "out", defaults.out),

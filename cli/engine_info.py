@@ -28,11 +28,12 @@ def install_report(checkpoint_dir: str | None) -> dict[str, Any]:
     from ..core.catalogue import PRETRAIN, TASKS
     from ..core.checkpoints.hub import checkpoint_home
     from ..core.studio.execution import resolve_device
+    from ..core.tasks import registry
 
     device, reason = resolve_device("auto")
     home = checkpoint_home(checkpoint_dir)
     found = []
-    for task in (*TASKS, PRETRAIN):
+    for task in dict.fromkeys((*TASKS, *registry.names(), PRETRAIN)):
         for path in sorted((home / task).glob("*.safetensors")) if (home / task).is_dir() else []:
             found.append({"task": task, "file": path.name, "path": str(path), "bytes": path.stat().st_size})
     return {
@@ -45,6 +46,12 @@ def install_report(checkpoint_dir: str | None) -> dict[str, Any]:
         "extras": {name: importlib.util.find_spec(module) is not None for name, module in EXTRAS.items()},
         "checkpoint_dir": str(home),
         "checkpoints": found,
+        # every task this install runs (plug-ins once trusted) and the plug-ins found but not trusted
+        "tasks": [
+            {"name": t.name, "label": t.label, "builtin": t.builtin, "module": type(t).__module__}
+            for t in registry.all_tasks()
+        ],
+        "refused_tasks": registry.refused(),
     }
 
 
@@ -58,6 +65,12 @@ def run_install_info(args: argparse.Namespace) -> int:
     print(f"  python: {report['python']}")
     print(f"  device (auto): {report['device']} — {report['device_reason']}")
     print(f"  extras: {extras}")
+    plugins = [t for t in report["tasks"] if not t["builtin"]]
+    print(f"  tasks: {', '.join(t['name'] for t in report['tasks'])}")
+    for task in plugins:
+        print(f"    plug-in {task['name']}: {task['label']} ({task['module']})")
+    for name, why in report["refused_tasks"].items():
+        print(f"    plug-in {name} not loaded: {why}")
     print(f"  checkpoints in {report['checkpoint_dir']}: {len(report['checkpoints'])}")
     for entry in report["checkpoints"]:
         print(f"    {entry['task']}: {Path(entry['path']).name} ({entry['bytes'] / 1e6:.1f} MB)")

@@ -64,6 +64,10 @@ def cmd_download(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from .arguments import load_task_plugins
+
+    load_task_plugins(args)  # a plug-in task's checkpoint is described once its task is trusted
+
     if args.checkpoint is None:
         from .engine_info import run_install_info
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import catalogue
 from ..checkpoints import hub
+from ..checkpoints.loader import refuse_size_contradiction
 from ..formats.bundle import CaptureFrame
 from ..formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..formats.documents import load_json
@@ -143,8 +144,11 @@ class JobSpec:
             raise StudioError(
                 "no tasks given; choose from " + ", ".join(catalogue.TASKS), hints={"cli": "see --tasks"}
             )
+        from ..tasks import registry
+
         for task in self.tasks:
-            if task not in catalogue.TASKS:
+            if task not in catalogue.TASKS and not registry.has(task):  # built-ins, and plug-ins once trusted
+                registry.get(task)  # an untrusted plug-in: the refusal that says how to trust it
                 raise StudioError(
                     f"unknown task {task!r}; choose from {', '.join(catalogue.TASKS)}",
                     hints={"cli": "see --tasks"},
@@ -284,6 +288,10 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             f"{len(problems)} checkpoints are missing:\n  " + "\n  ".join(p.message for p in problems),
             hints={k: v.replace(f"{first_task(first)}=", "TASK=") for k, v in first.hints.items()},
         )
+    if spec.size is not None:  # an asked size must be that size: an official file of another is refused
+        for task, path in paths.items():
+            if task not in spec.checkpoints:
+                refuse_size_contradiction(path, spec.size)
     return paths
 
 
