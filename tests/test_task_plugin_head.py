@@ -30,9 +30,9 @@ def example():
     sys.modules["sapiens2_garment_seg"] = module
     spec.loader.exec_module(module)
     registry.reset_plugins()
-    assert registry.load_plugins(trust=["task"], modules=str(EXAMPLE / "task.py"), entry_points=False) == [
-        "garment"
-    ]
+    assert registry.load_plugins(
+        trust=["garment"], modules=str(EXAMPLE / "garment.py"), entry_points=False
+    ) == ["garment"]
     yield importlib.import_module("sapiens2_garment_seg.checkpoint")
     registry.reset_plugins()
     for name in [n for n in sys.modules if n.startswith("sapiens2_garment_seg")]:
@@ -42,9 +42,13 @@ def example():
 def test_untrusted_module_is_refused_naming_the_opt_in() -> None:
     registry.reset_plugins()
     try:
-        assert registry.load_plugins(trust=False, modules=str(EXAMPLE / "task.py"), entry_points=False) == []
-        with pytest.raises(UntrustedTaskError, match=r"--trust-task-code task.*SAPIENS2_TRUST_TASKS=task"):
-            registry.get("task")
+        assert (
+            registry.load_plugins(trust=False, modules=str(EXAMPLE / "garment.py"), entry_points=False) == []
+        )
+        with pytest.raises(
+            UntrustedTaskError, match=r"--trust-task-code garment.*SAPIENS2_TRUST_TASKS=garment"
+        ):
+            registry.get("garment")
         assert not registry.has("garment")
     finally:
         registry.reset_plugins()

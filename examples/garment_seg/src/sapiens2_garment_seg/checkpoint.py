@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .task import CLASSES
+from .garment import CLASSES
 
 
 def tiny_state_dict(*, classes: int = len(CLASSES), seed: int = 0, head_width: int = 8) -> dict:
