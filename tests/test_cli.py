@@ -83,7 +83,7 @@ def full_run(tmp_path_factory: pytest.TempPathFactory, checkpoints: dict[str, Pa
     for seed, (name, (w, h, mode)) in enumerate(IMAGES.items()):
         expected[name] = _write_image(src / f"{name}.png", w, h, mode, seed)
     out = tmp_path_factory.mktemp("out")
-    argv = ["predict", str(src), "--tasks", ",".join(TASKS), "--size", "0.4b", "--out", str(out)]
+    argv = ["predict", str(src), "--tasks", ",".join(TASKS), "--out", str(out)]  # each task 0.4b
     argv += [
         "--checkpoint-dir",
         str(checkpoints["home"]),

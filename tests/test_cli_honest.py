@@ -61,8 +61,6 @@ def test_a_file_that_is_not_the_size_its_official_name_promises_is_named_in_a_wa
         str(photo),
         "--tasks",
         "seg",
-        "--size",
-        "0.4b",
     ]
     base += ["--checkpoint-dir", str(home), "--no-download", "--device", "cpu", "--no-previews"]
     expected = "sapiens2_0.4b_seg.safetensors holds a seg model of no released size (embed_dim "
@@ -84,6 +82,18 @@ def test_a_file_that_is_not_the_size_its_official_name_promises_is_named_in_a_wa
     assert any(expected in w for w in warnings), events
     models = json.loads((tmp_path / "b" / "photo.json").read_text())["models"]
     assert models[0]["size"] == "custom" and expected in models[0]["warning"]
+    # With the size asked for (--size 0.4b) the same file is refused before any image is read (issue 33).
+    asked = subprocess.run(
+        [*base, "--size", "0.4b", "--out", str(tmp_path / "c"), "--progress", "json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert asked.returncode == 4, asked.stderr  # EXIT_CHECKPOINT
+    error = [json.loads(line) for line in asked.stdout.splitlines()][-1]
+    assert error["event"] == "error" and expected in error["message"], error
+    assert "so it is refused" in error["message"] and "leave out --size" in asked.stderr
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_file_of_its_own_name_or_the_promised_size_gives_no_warning(tmp_path):

@@ -35,7 +35,7 @@ def test_pipeline_doc_example_reproduces_the_cli_main_job(tmp_path, monkeypatch)
     shutil.copy(REPO / "assets" / "demo" / "astronaut.jpg", tmp_path / "assets" / "demo")
     monkeypatch.chdir(tmp_path)
     exec(compile(_example().replace('device="auto"', 'device="cpu"'), "docs/pipeline.md", "exec"), {})
-    argv = ["predict", "assets/demo/astronaut.jpg", "--tasks", ",".join(TASKS), "--size", "0.4b"]
+    argv = ["predict", "assets/demo/astronaut.jpg", "--tasks", ",".join(TASKS)]
     assert main([*argv, "--out", "cli", "--device", "cpu", "--no-download"]) == 0
     python, cli = (
         read_bundle(tmp_path / "out" / "astronaut.json"),

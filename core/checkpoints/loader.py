@@ -275,6 +275,27 @@ def size_contradiction(name: str, spec: ModelSpec, requested: str | None = None)
     )
 
 
+def refuse_size_contradiction(path: str | os.PathLike, size: str) -> None:
+    """Refuse an official file fetched for an explicitly asked `size` whose architecture (read from the header
+    alone, before any image is read) is another size. Why: the user asked for that size's results; a warning is
+    enough only when the size was not asked for (`size_contradiction`)."""
+    file = Path(path)
+    if file.suffix.lower() != ".safetensors" or not file.is_file():
+        return
+    spec = load_model(file, device="meta").spec
+    message = size_contradiction(file.name, spec, requested=size)
+    if message is not None:
+        raise CheckpointError(
+            message.replace("; its results are not the official model's", ", so it is refused"),
+            hints={
+                "cli": f"replace it (sapiens2 download --task {spec.task} --size {size} --force), or leave out "
+                f"--size to run it anyway with a warning, or pass --checkpoint {spec.task}=PATH",
+                "python": f"replace it, or leave size=None to run it anyway with a warning, or give it as the "
+                f"{spec.task} checkpoint",
+            },
+        )
+
+
 def _fill(model: Sapiens2Model, reader: SafetensorsReader | None, tensors, prefixed: bool) -> None:
     targets = model.state_dict(keep_vars=True)
     with torch.no_grad():

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import catalogue
 from ..checkpoints import hub
+from ..checkpoints.loader import refuse_size_contradiction
 from ..formats.bundle import CaptureFrame
 from ..formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..formats.documents import load_json
@@ -287,6 +288,10 @@ def resolve_checkpoints(spec: JobSpec) -> dict[str, Path]:
             f"{len(problems)} checkpoints are missing:\n  " + "\n  ".join(p.message for p in problems),
             hints={k: v.replace(f"{first_task(first)}=", "TASK=") for k, v in first.hints.items()},
         )
+    if spec.size is not None:  # an asked size must be that size: an official file of another is refused
+        for task, path in paths.items():
+            if task not in spec.checkpoints:
+                refuse_size_contradiction(path, spec.size)
     return paths
 
 

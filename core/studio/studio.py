@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import catalogue
 from ..checkpoints import hub
+from ..checkpoints.loader import refuse_size_contradiction
 from ..formats.bundle import CaptureFrame
 from .batches import TaskBatch
 from .capture import capture_frames
@@ -65,6 +66,8 @@ class Studio:
                 allow_download=self.allow_download,
             )
         )
+        if checkpoint is None and size is not None:  # an asked size must be that size (another is refused)
+            refuse_size_contradiction(path, size)
         loaded = self.cache.get(path, task=task, hash_cache_dir=self.checkpoint_dir, **self.options)
         self.host.device = loaded.plan.device
         return loaded
