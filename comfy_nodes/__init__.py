@@ -22,6 +22,7 @@ NODE_MODULES: dict[str, tuple[str, ...]] = {
     "nodes_relight": ("Sapiens2 Directional Light", "Sapiens2 Relight"),
     "nodes_export": ("Sapiens2 Save Capture Bundle", "Sapiens2 Export Mesh"),
     "nodes_usd": ("Sapiens2 Save USD",),
+    "nodes_task": ("Sapiens2 Run Task",),
 }
 
 

@@ -12,6 +12,7 @@ POINTMAP = "SAPIENS2_POINTMAP"  # TaskBatch of PointmapResult: metric XYZ + scal
 MATTING = (
     "SAPIENS2_MATTING"  # TaskBatch of MattingResult: soft alpha + pre-multiplied and straight foreground
 )
+TASK_RESULTS = "SAPIENS2_TASK_RESULTS"  # TaskBatch of any registered task's results (Sapiens2 Run Task)
 LIGHTS = "SAPIENS2_LIGHTS"  # tuple[DirectionalLight, ...]
 POSE_KEYPOINT = "POSE_KEYPOINT"  # ComfyUI / controlnet_aux OpenPose frames (list of dicts)
 BOUNDING_BOX = "BOUNDING_BOX"  # ComfyUI core boxes: per image a list of {x, y, width, height}
