@@ -37,7 +37,13 @@ class Studio:
         checkpoint_dir: str | os.PathLike | None = None,
         allow_download: bool = True,
         host: Host | None = None,
+        trust_task_code: bool | str | Iterable[str] | None = None,
     ) -> None:
+        """trust_task_code: run installed task plug-ins' code (True, or their names; None: as
+        $SAPIENS2_TRUST_TASKS says; docs/tasks.md); an untrusted plug-in's task is refused when asked for."""
+        from ..tasks import registry
+
+        registry.load_plugins(trust=trust_task_code)
         self.options = {
             "device": device,
             "dtype": dtype,
@@ -55,7 +61,17 @@ class Studio:
     ) -> LoadedModel:
         """The model for `task`: the given file, else the official file of `size` (downloaded, hash-verified);
         no size means the task's own default (`catalogue.default_size`: 0.4b, matting 1b)."""
-        catalogue.check_task(task, allow_pretrain=False)
+        from ..tasks import registry
+        from ..tasks.errors import TaskError
+
+        if task in catalogue.TASKS or not registry.has(task):
+            registry.get(task)  # unknown, or an untrusted plug-in: the error names the choices or the opt-in
+            catalogue.check_task(task, allow_pretrain=False)
+        elif checkpoint is None:  # a plug-in task has no official files
+            raise TaskError(
+                f"the {task} task is a plug-in without official files: give its checkpoint",
+                hints={"python": f"pass checkpoints={{{task!r}: PATH}} (or studio.model({task!r}, PATH))"},
+            )
         path = (
             checkpoint
             if checkpoint is not None
