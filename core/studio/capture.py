@@ -13,29 +13,35 @@ same photo and checkpoints give the same file everywhere. Rules (docs/formats.md
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from .. import catalogue
-from ..formats.arrays import BandedArray, float32_map, to_numpy, zero_where_invalid
+from ..formats.arrays import to_numpy
 from ..formats.bundle import CaptureFrame, default_camera
+from ..tasks import registry as tasks_registry
+from ..tasks.base import StoreContext, Task
 from .batches import TaskBatch, place, require_batch
 from .checks import check_geometry
 from .errors import StudioError
 from .host import Host
 
-BATCH_FIELDS = {
-    "pose": "pose",
-    "seg": "seg",
-    "normal": "normals",
-    "albedo": "albedo",
-    "pointmap": "pointmap",
-    "matting": "matting",
-}
-MATTE_MASK_THRESHOLD = 0.5  # alpha at or above it is "person" where only a matte says who is there
+
+class _BatchFields(Mapping[str, str]):
+    """Task → the input/attribute name of its results (`Task.field`), read from the registry when asked."""
+
+    def __getitem__(self, task: str) -> str:
+        return tasks_registry.get(task).field
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(tasks_registry.names())
+
+    def __len__(self) -> int:
+        return len(tasks_registry.names())
+
+
+BATCH_FIELDS: Mapping[str, str] = _BatchFields()
 
 
 def _image_list(images: Any, where: str) -> list[np.ndarray]:
@@ -52,42 +58,26 @@ def _image_list(images: Any, where: str) -> list[np.ndarray]:
     raise StudioError(f"{place(where)}expected a non-empty batch of images")
 
 
-def _check(batch: TaskBatch | None, task: str, count: int, where: str) -> TaskBatch | None:
+def _check(batch: TaskBatch | None, task: Task, count: int, where: str) -> TaskBatch | None:
     if batch is None:
         return None
-    batch = require_batch(batch, task, where, BATCH_FIELDS[task])
+    batch = require_batch(batch, task.name, where, task.field)
     if len(batch) not in (1, count):
-        raise StudioError(f"{place(where)}'{BATCH_FIELDS[task]}' has {len(batch)} results for {count} images")
+        raise StudioError(f"{place(where)}'{task.field}' has {len(batch)} results for {count} images")
     return batch
 
 
-def _result_size(result: Any) -> tuple[int, int]:
-    return TaskBatch("any", [result]).size
-
-
-def _camera(pointmap: Any, width: int, height: int) -> dict[str, Any]:
-    """The camera a frame records — the one place that decides it: the pointmap's intrinsics when its scale gave a
-    valid focal length, else the default camera, with `reason` saying why when a pointmap was there (a scale ≤ 0
-    or not finite; the predictor's `intrinsics_source` names it)."""
-    if pointmap is None:
-        return default_camera(width, height)
-    fx, fy, cx, cy = (float(v) for v in np.asarray(pointmap.intrinsics, dtype=np.float64).reshape(-1)[:4])
-    source = str(getattr(pointmap, "intrinsics_source", "pointmap"))
-    if source == "pointmap" and np.isfinite([fx, fy, cx, cy]).all() and fx > 0 and fy > 0:
-        return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
-    camera = default_camera(width, height)
-    if source.startswith("default (") and source.endswith(")"):
-        camera["reason"] = source[len("default (") : -1]
-    else:
-        camera["reason"] = "the pointmap's intrinsics are not a valid camera"
-    return camera
+def _result_size(task: Task, result: Any) -> tuple[int, int]:
+    size = task.result_size(result)
+    return TaskBatch(task.name, [result]).size if size is None else size
 
 
 def model_records(batches: Mapping[str, TaskBatch | None]) -> list[dict[str, Any]]:
     """The bundle's `models` list, in run order."""
+    held = [t for t in batches if tasks_registry.has(t)]
     return [
         dict(batches[t].model)  # type: ignore[union-attr, arg-type]
-        for t in catalogue.RUN_ORDER
+        for t in tasks_registry.run_order(held)
         if batches.get(t) is not None and batches[t].model  # type: ignore[union-attr]
     ]
 
@@ -118,69 +108,68 @@ def capture_frames(
     """
     pictures = _image_list(images, where)
     count = len(pictures)
-    checked = {task: _check(batches.get(task), task, count, where) for task in BATCH_FIELDS}
+    order = [tasks_registry.get(name) for name in tasks_registry.run_order()]
+    checked = {task.name: _check(batches.get(task.name), task, count, where) for task in order}
     records = model_records(checked)
     masks = None if mask is None else to_numpy(mask).astype(np.float32)
     if masks is not None and masks.ndim == 2:
         masks = masks[None]
     albedos = None if albedo_image is None else _image_list(albedo_image, where)
+    # tasks whose data can give the person mask store first (seg: its int32 labels first, so that, consumed, the
+    # int64 ones are released before the mask is made); the others after the checks, which read the model's own
+    # values (a pointmap is masked in its own memory when consumed)
+    maskers = sorted((t for t in order if t.mask_rank is not None), key=lambda t: t.mask_rank)  # type: ignore[arg-type, return-value]
     frames = []
     for i, picture in enumerate(pictures):
         height, width = picture.shape[:2]
         which = "the image" if (total or count) == 1 else f"image {first + i + 1}"
-        results = {task: (None if b is None else b[i]) for task, b in checked.items()}
-        for task, result in results.items():
-            if result is not None and _result_size(result) != (width, height):
-                w, h = _result_size(result)
+        results = {
+            task.name: (None if checked[task.name] is None else checked[task.name][i]) for task in order
+        }
+        for task in order:
+            result = results[task.name]
+            if result is not None and _result_size(task, result) != (width, height):
+                w, h = _result_size(task, result)
                 raise StudioError(
-                    f"{place(where)}'{BATCH_FIELDS[task]}' is {w}x{h} but {which} is {width}x{height}; connect "
+                    f"{place(where)}'{task.field}' is {w}x{h} but {which} is {width}x{height}; connect "
                     "results computed from this same image"
                 )
-        # The frame's int32 labels, made first so that, consumed, the int64 ones are released before the mask.
-        labels = None
-        if results["seg"] is not None:
-            labels = to_numpy(results["seg"].labels).astype(np.int32)
-            if consume and isinstance(results["seg"].labels, torch.Tensor):
-                results["seg"].labels = torch.from_numpy(labels)  # 432 MB of int64 freed on a 9000×6000 photo
-        frame_mask = None
-        if masks is not None:
-            frame_mask = masks[min(i, len(masks) - 1)]
-            if frame_mask.shape != (height, width):
-                raise StudioError(
-                    f"{place(where)}the mask is {frame_mask.shape[1]}x{frame_mask.shape[0]} but {which} is "
-                    f"{width}x{height}"
-                )
-        elif labels is not None:
-            frame_mask = (labels > 0).astype(np.float32)
-        elif results["matting"] is not None:
-            frame_mask = (to_numpy(results["matting"].alpha) >= MATTE_MASK_THRESHOLD).astype(np.float32)
         frame = CaptureFrame(
             width=width,
             height=height,
             image=picture,
-            mask=frame_mask,
+            mask=None,
             models=records,
             source_name=None if source_names is None else source_names[i],
         )
-        frame.seg = labels
-        if results["pose"] is not None:
-            frame.people = list(results["pose"].people)
-        if results["normal"] is not None:
-            frame.normals = float32_map(results["normal"].normals)
-        if results["albedo"] is not None:
-            frame.albedo = float32_map(results["albedo"].albedo)
-        elif albedos is not None:
+        frame.camera = default_camera(width, height)
+        early = StoreContext(consume=consume)
+        for task in maskers:
+            if results[task.name] is not None:
+                task.store(frame, results[task.name], early)
+        if masks is not None:
+            frame.mask = masks[min(i, len(masks) - 1)]
+            if frame.mask.shape != (height, width):
+                raise StudioError(
+                    f"{place(where)}the mask is {frame.mask.shape[1]}x{frame.mask.shape[0]} but {which} is "
+                    f"{width}x{height}"
+                )
+        else:
+            frame.mask = next(
+                (
+                    m
+                    for t in maskers
+                    if results[t.name] is not None and (m := t.person_mask(frame)) is not None
+                ),
+                None,
+            )
+        frame.checks = _checks(results, frame.mask)  # before any masking: the checks read the model's points
+        late = StoreContext(consume=consume, mask=frame.mask)
+        for task in order:
+            if task.mask_rank is None and results[task.name] is not None:
+                task.store(frame, results[task.name], late)
+        if frame.albedo is None and albedos is not None:
             frame.albedo = albedos[min(i, len(albedos) - 1)].astype(np.float32)
-        if results["matting"] is not None:
-            frame.alpha = to_numpy(results["matting"].alpha).astype(np.float32)
-            frame.foreground = to_numpy(results["matting"].foreground).astype(np.float32)
-        pointmap = results["pointmap"]
-        if pointmap is not None:
-            frame.pointmap_scale = float(np.asarray(pointmap.scale, dtype=np.float64).reshape(-1)[0])
-        frame.camera = _camera(pointmap, width, height)
-        frame.checks = _checks(results, frame_mask)  # before any masking: the checks read the model's points
-        if pointmap is not None:
-            frame.points = _stored_points(pointmap.points, frame_mask, consume)
         if host is not None and frame.checks is not None:
             label = (source_names[i] if source_names else None) or (
                 f"frame {first + i + 1}" if (total or count) > 1 else ""
@@ -189,29 +178,6 @@ def capture_frames(
                 host.note(f"{label}: {warning}" if label else warning)
         frames.append(frame)
     return frames
-
-
-def _stored_points(points: Any, mask: np.ndarray | None, consume: bool) -> Any:
-    """The frame's points: masked (0 outside the person) in their own memory when consumed, else a copy; a
-    BandedArray stays banded, masked band by band as it is read."""
-    points = float32_map(points)
-    if mask is None:
-        return points
-    if isinstance(points, BandedArray):
-        return points.then(lambda band, rows: zero_where_invalid(band, mask[rows] > 0.5))
-    reuse = consume and points.flags.writeable  # any strides: written band by band
-    return _masked_points(points, mask, out=points if reuse else None)
-
-
-def _masked_points(
-    points: np.ndarray, mask: np.ndarray, rows: int = 256, out: np.ndarray | None = None
-) -> np.ndarray:
-    """Points where the mask is > 0.5, else 0, filled in row bands (no full-size temporaries on a huge photo):
-    into `out` (may be `points` itself), else a new float32 array."""
-    out = np.empty(points.shape, np.float32) if out is None else out
-    for y in range(0, points.shape[0], rows):
-        zero_where_invalid(points[y : y + rows], mask[y : y + rows] > 0.5, out=out[y : y + rows])
-    return out
 
 
 def _checks(results: Mapping[str, Any], mask: np.ndarray | None) -> Any:

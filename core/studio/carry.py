@@ -12,60 +12,40 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 
-from .. import catalogue
 from ..formats.bundle import CaptureFrame, CapturePerson
 from ..pipeline.results import SegResult
+from ..tasks import registry as tasks_registry
 from .batches import TaskBatch
-from .capture import MATTE_MASK_THRESHOLD
+from .tasks import GIVEN_INPUT
 
 
 def carried_seg(old: CaptureFrame | None, carry: Sequence[str]) -> SegResult | None:
     """The stored segmentation as a result, so that pose takes its boxes and the dense layers their mask from it
     when seg itself is carried over (the same inputs as when it was computed)."""
-    if old is None or "seg" not in carry or old.seg is None:
+    if old is None or GIVEN_INPUT not in carry:
         return None
-    return SegResult(torch.from_numpy(np.asarray(old.seg, dtype=np.int64)))
+    return tasks_registry.get(GIVEN_INPUT).from_frame(old)
 
 
 def seg_batch(results: Sequence[SegResult | None]) -> TaskBatch | None:
     """A TaskBatch of carried segmentations for `run_tasks(seg=…)` (None unless every image has one)."""
     if not results or any(r is None for r in results):
         return None
-    return TaskBatch("seg", list(results))  # type: ignore[arg-type]
+    return TaskBatch(GIVEN_INPUT, list(results))  # type: ignore[arg-type]
 
 
 def apply_carry(frame: CaptureFrame, old: CaptureFrame | None, carry: Sequence[str]) -> None:
-    """Put the carried tasks' data of `old` into `frame` (in place), model records in run order."""
+    """Put the carried tasks' data of `old` into `frame` (in place, each by its own `Task.carry`, in run order: a
+    carried seg mask applies to carried points), model records in run order."""
     if old is None or not carry:
         return
-    if "seg" in carry:
-        frame.seg = None if old.seg is None else np.asarray(old.seg, dtype=np.int32)
-        frame.mask = old.mask
-    if "pose" in carry:
-        frame.people = [
-            CapturePerson(p.bbox, p.keypoints, p.bbox_source, None, i, p.track_id)
-            for i, p in enumerate(old.people)
-        ]
-    if "normal" in carry:
-        frame.normals = old.normals
-    if "albedo" in carry:
-        frame.albedo = old.albedo
-    if "pointmap" in carry:
-        points = old.points
-        if points is not None and frame.mask is not None:  # a new seg mask applies to the carried points too
-            points = np.where(np.asarray(frame.mask)[..., None] > 0.5, points, 0.0).astype(np.float32)
-        frame.points = points
-        frame.pointmap_scale = old.pointmap_scale
-        frame.camera = dict(old.camera) if old.camera else frame.camera
-    if "matting" in carry:
-        frame.alpha, frame.foreground = old.alpha, old.foreground
-        if frame.mask is None and old.alpha is not None:  # capture_frames' rule when only a matte gives one
-            frame.mask = (np.asarray(old.alpha) >= MATTE_MASK_THRESHOLD).astype(np.float32)
+    for name in tasks_registry.run_order(t for t in carry if tasks_registry.has(t)):
+        tasks_registry.get(name).carry(frame, old)
     records = {m.get("task"): dict(m) for m in frame.models}
     records.update({m.get("task"): dict(m) for m in old.models if m.get("task") in carry})
-    frame.models = [records[t] for t in catalogue.RUN_ORDER if t in records]
+    known = [t for t in records if isinstance(t, str) and tasks_registry.has(t)]
+    frame.models = [records[t] for t in tasks_registry.run_order(known)]
 
 
 def people_from_doc(doc: Mapping[str, Any]) -> list[CapturePerson]:
