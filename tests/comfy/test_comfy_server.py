@@ -404,6 +404,22 @@ def test_missing_and_broken_checkpoints(client, comfy_server, comfy_harness):
         broken.unlink()
 
 
+def test_an_onnx_file_without_onnxruntime_says_what_to_install(client, comfy_server, comfy_harness):
+    """An exported .onnx in models/sapiens2 runs with ONNX Runtime (docs/deploy.md); this ComfyUI has none, and
+    the loader says what to install into ComfyUI's Python before it reads the file (no CLI advice)."""
+    exported = Path(comfy_server.base / "models" / "sapiens2" / "exported_seg.onnx")
+    exported.write_bytes(b"not read: the missing package is reported first")
+    try:
+        entry = client.run({"2": _loader("exported_seg.onnx"), "4": _node("PreviewAny", source=["2", 1])})
+        error = comfy_harness.execution_error(entry)
+        assert error["node_type"] == "Sapiens2ModelLoader"
+        message = error["exception_message"]
+        assert "needs onnxruntime" in message and "ComfyUI's Python" in message, message
+        assert "sapiens2-studio[onnx]" not in message and "--runtime" not in message
+    finally:
+        exported.unlink()
+
+
 def test_server_keeps_serving_after_errors(client, comfy_server, comfy_harness):
     assert comfy_server.alive()
     assert client.get("/system_stats")["system"]
