@@ -1,6 +1,7 @@
-"""`sapiens2 export onnx [CHECKPOINT] OUT.onnx`: a checkpoint (a file, or an official task and size) as one ONNX
-file — backbone + head, dynamic batch, fp32 or fp16 weights, self-describing metadata (docs/deploy.md). Needs the
-`onnx` extra. The work is `core.onnx.export_onnx`; this module only translates the command line."""
+"""`sapiens2 export onnx OUT.onnx (--task TASK [--size SIZE] | --checkpoint PATH)`: a model (an official task and
+size, or any checkpoint file) as one ONNX file — backbone + head, dynamic batch, fp32 or fp16 weights,
+self-describing metadata (docs/deploy.md). Needs the `onnx` extra. The work is `core.onnx.export_onnx`; this module
+only translates the command line."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dtype",
         choices=("fp32", "fp16"),
         default="fp32",
-        help="weights and compute of the graph (inputs/outputs stay float32); fp32 matches PyTorch to 1e-5",
+        help="weights and compute of the graph (inputs/outputs stay float32): fp32 is within ~1e-5 of PyTorch "
+        "fp32, fp16 within 3 %% (docs/deploy.md)",
     )
     p.add_argument(
         "--checkpoint-dir", help="checkpoint folder (default: $SAPIENS2_HOME or ~/.cache/sapiens2)"
@@ -46,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from ..core import catalogue
     from ..core.checkpoints import hub
     from ..core.onnx import OnnxExportError, export_onnx
+    from ..core.onnx.export import check_size_exportable
 
     # argument problems are OnnxExportError (a Sapiens2Error): importing cli.arguments here would close the
     # cycle cli.arguments -> cli.export -> cli.export_onnx -> cli.arguments
@@ -61,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
             raise OnnxExportError(f"checkpoint not found: {source}")
     else:
         size = args.size or catalogue.default_size(args.task)
+        check_size_exportable(size)  # before a 4+ GB download that could not be exported
         source = hub.ensure_checkpoint(
             args.task, size, args.checkpoint_dir, allow_download=not args.no_download
         )

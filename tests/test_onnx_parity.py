@@ -207,12 +207,16 @@ def test_predict_refuses_a_wrong_or_damaged_file_before_reading_any_image(export
         assert not (tmp_path / "out").exists()
 
 
-def test_the_4k_window_tokenizer_is_refused_with_its_reason(tmp_path):
+def test_the_4k_window_tokenizer_is_refused_with_its_reason(tmp_path, capsys):
     model = load_model(state_dict_for(tiny_config("pretrain", tokenizer_layers=1)))
     with pytest.raises(OnnxExportError, match="4K window tokenizer cannot be exported") as info:
         export_onnx(model, tmp_path / "4k.onnx")
     assert "run it in PyTorch" in str(info.value)
     assert not (tmp_path / "4k.onnx").exists()
+    argv = ["export", "onnx", str(tmp_path / "4k.onnx"), "--task", "pretrain", "--size", "1b-4k"]
+    assert main([*argv, "--no-download", "--checkpoint-dir", str(tmp_path)]) == 1  # refused before any lookup
+    err = capsys.readouterr().err
+    assert "1b-4k model's 4K window tokenizer cannot be exported" in err and "not found" not in err
 
 
 # --- the whole pipeline: `sapiens2 predict --runtime onnxruntime` against PyTorch, bundle against bundle ----------

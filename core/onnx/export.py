@@ -110,10 +110,16 @@ def check_exportable(model: Sapiens2Model) -> None:
     """Refuse, with the reason, what the exporter cannot turn into a dynamic-batch graph."""
     cfg = model.cfg.backbone
     if cfg.tokenizer_layers:
+        check_size_exportable(cfg.size_name, tokenizer=True)
+
+
+def check_size_exportable(size: str, *, tokenizer: bool = False) -> None:
+    """The same refusal by size name, before an official file is looked up or downloaded (the 4K model is 4+ GB)."""
+    if tokenizer or size.endswith("-4k"):
         raise OnnxExportError(
-            f"the {cfg.size_name} model's 4K window tokenizer cannot be exported with a dynamic batch: its "
-            "windows run in a Python loop of batch x windows / chunk steps, so tracing fixes the batch (a traced "
-            "file runs only the batch size it was traced with); export a non-4K size, or run it in PyTorch"
+            f"the {size} model's 4K window tokenizer cannot be exported with a dynamic batch: its windows run in a "
+            "Python loop of batch x windows / chunk steps, so tracing fixes the batch (a traced file runs only the "
+            "batch size it was traced with); export a non-4K size, or run it in PyTorch"
         )
 
 
