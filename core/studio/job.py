@@ -33,6 +33,7 @@ from ..formats.errors import BundleError
 from ..formats.exr import require_openexr
 from ..formats.mesh import MESH_FORMATS
 from ..formats.sequence import SequenceWriter
+from ..tasks import registry as tasks_registry
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .engines import ENGINES, INSTALL_HINTS
 from .errors import EngineError, InputError, NonFiniteOutputError, StudioError
@@ -332,7 +333,7 @@ def load_models(
             runtime=spec.runtime,
             hash_cache_dir=spec.checkpoint_dir,
         )
-        for task in catalogue.RUN_ORDER
+        for task in tasks_registry.run_order()
         if task in paths
     }
 
@@ -385,7 +386,7 @@ class PredictJob:
         self.models: dict[str, LoadedModel] = {}
         self.cache = member.cache if member is not None else ModelCache()
         self.batch = 1 if spec.batch_size == "auto" else int(spec.batch_size)
-        self.tasks = tuple(t for t in catalogue.RUN_ORDER if t in spec.tasks)
+        self.tasks = tuple(t for t in tasks_registry.run_order() if t in spec.tasks)
         self._created: list[Path] = []  # folders this run made (removed again if it commits nothing there)
         self._shas: dict[str, str | None] = {}
 
@@ -496,7 +497,7 @@ class PredictJob:
             self.host.device = next(iter(self.models.values())).plan.device
             if self.spec.batch_size == "auto":
                 self.batch = auto_batch_size(self.models)
-        return {t: self.models[t] for t in catalogue.RUN_ORDER if t in tasks}
+        return {t: self.models[t] for t in tasks_registry.run_order() if t in tasks}
 
     def _item_done(self, label: str) -> None:
         if self.on_item is not None:

@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import catalogue
 from ..formats.bundle import FORMAT_NAME, FORMAT_VERSION, LAYER_ENCODING
 from ..formats.documents import new_run_record
+from ..tasks import registry as tasks_registry
 from .errors import InputError
 
 PARTIAL_FORMAT = "sapiens2-capture-partial"
@@ -196,7 +196,7 @@ class FramePlan:
     def tasks(self) -> tuple[str, ...]:
         """The tasks the frame holds after this plan, in run order."""
         held = set(self.compute) | set(self.carry)
-        return tuple(t for t in catalogue.RUN_ORDER if t in held)
+        return tuple(t for t in tasks_registry.run_order() if t in held)
 
 
 def committed_bundle(folder: Path, name: str) -> tuple[dict[str, Any] | None, str]:
@@ -286,7 +286,7 @@ def plan_frame(
         doc, why = None, "it was made from another input"
     if doc is not None and is_pending(doc) and not (accept_pending and run.get("id") == run_id):
         doc, why = None, "its temporal pass is pending (a chunk of another run made it)"
-    existing = {t for t in run.get("tasks", []) if t in catalogue.RUN_ORDER} if doc is not None else set()
+    existing = {t for t in run.get("tasks", []) if tasks_registry.has(t)} if doc is not None else set()
     held = requested | (set() if expect.clean else existing)
     settings = {t: expect.task_settings(t, held) for t in held}
     verified: set[str] = set()
@@ -305,8 +305,8 @@ def plan_frame(
             compute |= requested & {"pose"}
         compute |= requested & {"pointmap"}
     carry = (verified - compute) | (set() if expect.clean else existing - requested)
-    ordered = tuple(t for t in catalogue.RUN_ORDER if t in compute)
-    carried = tuple(t for t in catalogue.RUN_ORDER if t in carry)
+    ordered = tuple(t for t in tasks_registry.run_order() if t in compute)
+    carried = tuple(t for t in tasks_registry.run_order() if t in carry)
     outputs = run.get("outputs") or {}
     outputs_ok = sidecars_ok and (
         (outputs.get("previews") or not expect.outputs.get("previews"))

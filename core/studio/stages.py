@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import catalogue
 from ..formats.bundle import CaptureFrame, CapturePerson, canonical_points, read_bundle
 from ..formats.errors import BundleError
+from ..tasks import registry as tasks_registry
 from .batches import TaskBatch
 from .capture import capture_frames
 from .carry import apply_carry, carried_seg, seg_batch
@@ -242,4 +242,4 @@ def load_pending_arrays(path: Path) -> dict[str, np.ndarray]:
 
 
 def tasks_in_run_order(tasks: Sequence[str]) -> tuple[str, ...]:
-    return tuple(t for t in catalogue.RUN_ORDER if t in tasks)
+    return tuple(t for t in tasks_registry.run_order() if t in tasks)
