@@ -42,8 +42,10 @@ from sapiens2_studio.core.pipeline.predict import predict_seg
 from sapiens2_studio.core.pipeline.preprocess import normalize, preprocess_dense
 from sapiens2_studio.core.studio import models
 from sapiens2_studio.core.studio.errors import StudioError
+from sapiens2_studio.core.studio.host import Host
 from sapiens2_studio.core.studio.inputs import load_image
 from sapiens2_studio.core.studio.studio import Studio
+from sapiens2_studio.core.studio.tasks import TaskOptions, run_tasks
 from sapiens2_studio.core.testing.synthetic import state_dict_for, tiny_config
 
 TASKS = ("pretrain", "pose", "seg", "normal", "albedo", "pointmap", "matting")
@@ -331,3 +333,26 @@ def test_without_the_extra_each_front_end_says_how_to_install(
     err = capsys.readouterr().err
     assert "needs onnxruntime, which is not installed" in err and "sapiens2-studio[onnx]" in err
     assert not (tmp_path / "out").exists()  # refused before any image is read or folder made
+
+
+def test_comfyui_loader_path_runs_an_onnx_file_in_chunks(exported, tiny_checkpoints):
+    """What Load Sapiens2 Model does with an .onnx file (runtime from the file, provider 'auto'), then a task node's
+    engine call on a ComfyUI IMAGE batch in chunks of 2 (batch 2 through the one file), without ComfyUI."""
+    photo = torch.from_numpy(np.array(Image.open(ASSET).convert("RGB").resize((192, 256)))).float() / 255
+    images = torch.stack([photo, photo.flip(1), photo.roll(40, 1)])
+    options = TaskOptions(chunk_size=2)
+    for task in ("normal", "pose"):
+        path = exported[task]
+        loaded = models.load(path, device="auto", runtime=models.runtime_for(path))
+        assert models.runtime_for(path) == "onnxruntime" and loaded.runtime == "onnxruntime"
+        got = run_tasks({task: loaded}, images, Host(on_note=None), options)[task]
+        want = run_tasks({task: models.load(tiny_checkpoints[task], device="cpu")}, images, None, options)[
+            task
+        ]
+        assert got.model["provider"] == "CPUExecutionProvider" and len(got) == 3
+        for a, b in zip(got.results, want.results, strict=True):
+            if task == "normal":
+                assert _rel(a.normals, b.normals) <= 3e-4
+            else:
+                scores = [torch.as_tensor(p.keypoints[:, 2]) for p in (a.people[0], b.people[0])]
+                assert _rel(scores[0], scores[1]) <= 1e-4
