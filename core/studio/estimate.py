@@ -8,10 +8,10 @@ previews, for each compression). They were measured on network outputs with per-
 compressible maps a model gives) over a photo, rounded up, so they bound such runs from above; smooth maps
 (a pointmap masked to a small person, flat seg regions) compress further and are over-estimated.
 
-Per frame of W×H pixels: the EXR's layers (`rgba` always; the task's channels: pointmap = Z + P.XYZ float +
-P.A half, normal/albedo = half RGB, seg = float id, mask = half, present with seg or matting, matting = half
-matte RGBA) at the factor of the chosen compression, plus 16 bytes per row (chunk headers and offsets) and
-4 KiB of header; the PNG previews each task draws; the bundle JSON (its tables + each person's 308 keypoints,
+Per frame of W×H pixels: the EXR's layers (`rgba` always; each task's declared `Task.layers`: pointmap = Z +
+P.XYZ float + P.A half, normal/albedo = half RGB, seg = float id, mask = half, present with seg or matting,
+matting = half matte RGBA) at the factor of the chosen compression, plus 16 bytes per row (chunk headers and offsets) and
+4 KiB of header; the PNG previews each task draws (`Task.previews`); the bundle JSON (its tables + each person's 308 keypoints,
 3D too with a pointmap), `.keypoints.json` and `.openpose.json` with pose, assuming one person per frame; the
 mesh (`--mesh`) at 60 bytes per pixel (GLB, the larger format: position, normal, colour, two triangles), an
 upper bound for a pointmap valid everywhere.
@@ -21,34 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-# Bytes per pixel of each EXR layer by compression. "none" is exact (the pixel types' sizes).
-_EXR_LAYERS: dict[str, dict[str, float]] = {
-    "rgba": {"none": 8, "zip": 4.0, "zips": 4.6},  # the source photo (half RGB) + an opaque A
-    "pointmap": {"none": 18, "zip": 10.5, "zips": 10.9},  # Z, P.X/Y/Z float + P.A half
-    "normal": {"none": 6, "zip": 5.9, "zips": 6.0},
-    "albedo": {"none": 6, "zip": 5.8, "zips": 6.0},
-    "seg": {"none": 4, "zip": 0.9, "zips": 1.05},  # float class ids: flat regions
-    "mask": {"none": 2, "zip": 0.1, "zips": 0.25},
-    "matting": {"none": 8, "zip": 6.2, "zips": 6.4},  # matte A + pre-multiplied RGB, half
-}
-_LAYERS_OF_TASK = {
-    "pose": (),
-    "seg": ("seg", "mask"),
-    "normal": ("normal",),
-    "albedo": ("albedo",),
-    "pointmap": ("pointmap",),
-    "matting": ("matting", "mask"),
-}
-# Bytes per pixel of each PNG preview (8-bit RGB or RGBA, deflated), and the task that draws it.
-_PREVIEWS: dict[str, tuple[str, float]] = {
-    "pose": ("pose", 1.9),  # the photo with the skeleton: compresses as the photo does
-    "seg": ("seg", 0.7),
-    "normal": ("normal", 3.05),
-    "depth": ("pointmap", 1.8),
-    "albedo": ("albedo", 2.6),
-    "alpha": ("matting", 0.85),
-    "foreground": ("matting", 3.05),
-}
+from ..tasks import registry as tasks_registry
+from ..tasks.base import Preview, Task
+
+# Bytes per pixel of the source photo's layer by compression ("none" is exact: the pixel types' sizes); each
+# task declares its own layers' factors (`Task.layers`) and its previews' (`Task.previews`).
+_RGBA_LAYER: dict[str, float] = {
+    "none": 8,
+    "zip": 4.0,
+    "zips": 4.6,
+}  # the source photo (half RGB) + an opaque A
 _EXR_HEADER = 4096
 _EXR_BYTES_PER_ROW = 16  # a chunk's y and size (8) and its offset-table entry (8), at most one chunk per row
 _BUNDLE_JSON = 14 << 10  # the tables (keypoint names, skeleton, seg classes), camera, models, run record
@@ -60,17 +42,35 @@ _FILE_SLACK = 4096  # a file's last disk block
 SEQUENCE_INDEX_BYTES = 4096  # `<name>.sequence.json`: the frame list (small), one per sequence
 
 
+def _tasks(names: Sequence[str]) -> list[Task]:
+    return [tasks_registry.get(name) for name in names if tasks_registry.has(name)]
+
+
 def exr_bytes_per_pixel(tasks: Sequence[str], compression: str) -> float:
-    """Bytes per pixel of the bundle EXR for `tasks` written with `compression` (zip, zips, none)."""
-    layers = {"rgba"} | {layer for task in tasks for layer in _LAYERS_OF_TASK.get(task, ())}
-    return sum(_EXR_LAYERS[layer][compression] for layer in layers)
+    """Bytes per pixel of the bundle EXR for `tasks` written with `compression` (zip, zips, none); a layer two
+    tasks write (the mask of seg and matting) counts once."""
+    layers = {layer.name: layer for task in _tasks(tasks) for layer in task.layers}
+    return _RGBA_LAYER[compression] + sum(layer.bytes_per_pixel[compression] for layer in layers.values())
+
+
+def _previews(tasks: Sequence[str]) -> list[Preview]:
+    return [preview for task in _tasks(tasks) for preview in task.previews]
+
+
+def _keypoint_files(tasks: Sequence[str]) -> bool:
+    """Whether a frame writes its people (bundle JSON people, `.keypoints.json`, `.openpose.json`)."""
+    return any("people" in task.json_fields for task in _tasks(tasks))
+
+
+def _mesh(tasks: Sequence[str], mesh: str | None) -> bool:
+    return bool(mesh) and any(task.mesh for task in _tasks(tasks))
 
 
 def frame_files(tasks: Sequence[str], *, previews: bool = True, mesh: str | None = None) -> int:
     """How many files one frame writes (each takes up to a disk block more than its bytes)."""
-    count = 2 + (2 if "pose" in tasks else 0) + (1 if mesh and "pointmap" in tasks else 0)
+    count = 2 + (2 if _keypoint_files(tasks) else 0) + (1 if _mesh(tasks, mesh) else 0)
     if previews:
-        count += sum(1 for task, _ in _PREVIEWS.values() if task in tasks)
+        count += len(_previews(tasks))
     return count
 
 
@@ -87,11 +87,11 @@ def estimate_frame_bytes(
     pixels = int(width) * int(height)
     total = pixels * exr_bytes_per_pixel(tasks, compression) + _EXR_HEADER + _EXR_BYTES_PER_ROW * int(height)
     total += _BUNDLE_JSON
-    if "pose" in tasks:
+    if _keypoint_files(tasks):
         total += _BUNDLE_JSON_PERSON + _KEYPOINTS_JSON + _OPENPOSE_JSON
     if previews:
-        total += pixels * sum(rate for task, rate in _PREVIEWS.values() if task in tasks)
-    if mesh and "pointmap" in tasks:
+        total += pixels * sum(preview.bytes_per_pixel for preview in _previews(tasks))
+    if _mesh(tasks, mesh):
         total += pixels * _MESH_BYTES_PER_PIXEL
     total += _FILE_SLACK // 2 * frame_files(tasks, previews=previews, mesh=mesh)
     return int(total)

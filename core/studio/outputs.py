@@ -21,6 +21,8 @@ import numpy as np
 
 from ..formats.bundle import CaptureFrame, CapturePerson
 from ..formats.mesh import pointmap_to_mesh, write_mesh
+from ..tasks import registry as tasks_registry
+from ..tasks.base import Preview, Task
 from .drawing import pose_preview
 from .previews import (
     albedo_preview,
@@ -37,25 +39,34 @@ from .previews import (
 from .transaction import FrameTransaction
 
 KEYPOINTS_FORMAT = "sapiens2-keypoints"
-# Every file `write_frame_outputs` can write for `<name>`: a re-run replaces the whole set, so a file that this
-# run does not produce (a preview of a task not run now, a mesh not asked for) is removed rather than left stale.
-OUTPUT_SUFFIXES = (
-    ".exr",
-    ".json",
-    ".pose.png",
-    ".seg.png",
-    ".normal.png",
-    ".depth.png",
-    ".albedo.png",
-    ".alpha.png",
-    ".foreground.png",
-    ".keypoints.json",
-    ".openpose.json",
-    ".ply",
-    ".glb",
-    ".pending.npz",  # a pending frame's sidecar (stages.py), removed when finalize commits the frame
-)
+_MESH_SUFFIXES = (".ply", ".glb")
 
+
+def output_suffixes() -> tuple[str, ...]:
+    """Every file `write_frame_outputs` can write for `<name>` (each registered task's previews included): a
+    re-run replaces the whole set, so a file that this run does not produce (a preview of a task not run now, a
+    mesh not asked for) is removed rather than left stale."""
+    previews = tuple(f".{preview.suffix}.png" for _, preview in _all_previews())
+    return (
+        ".exr",
+        ".json",
+        *previews,
+        ".keypoints.json",
+        ".openpose.json",
+        *_MESH_SUFFIXES,
+        ".pending.npz",  # a pending frame's sidecar (stages.py), removed when finalize commits the frame
+    )
+
+
+def _all_previews() -> list[tuple[Task, Preview]]:
+    """Every registered task's previews, in the order a frame writes them (`Preview.rank`)."""
+    found = [(task, preview) for task in tasks_registry.all_tasks() for preview in task.previews]
+    return sorted(found, key=lambda pair: pair[1].rank)
+
+
+OUTPUT_SUFFIXES = (
+    output_suffixes()
+)  # the built-in tasks' set; `output_suffixes()` includes plug-ins loaded later
 
 PREVIEW_BAND_ROWS = 256  # rows of a preview drawn at a time (a 9000-wide photo: 256 × 9000 × 3 floats, 28 MB)
 
@@ -67,30 +78,66 @@ def preview_makers(frame: CaptureFrame, image: np.ndarray) -> dict[str, Callable
     (`_in_bands`), so a 9000×6000 frame never holds its float previews (648 MB each) nor, for banded maps
     (docs/pipeline.md), the maps whole. Every step is per pixel, so the bands give the whole image's bytes."""
     makers: dict[str, Callable[[], np.ndarray]] = {}
-    height = frame.height
     mask = None if frame.mask is None else np.asarray(frame.mask) > 0.5
-
-    if frame.people or "pose" in {m.get("task") for m in frame.models}:
-        makers["pose"] = lambda: to_uint8(pose_preview(image, frame.people))
-    if frame.seg is not None:
-        makers["seg"] = lambda: _in_bands(height, lambda rows: seg_colours_u8(frame.seg[rows]))
-    if frame.normals is not None:
-        makers["normal"] = lambda: _in_bands(
-            height, lambda rows: normal_map(frame.normals[rows], mask=None if mask is None else mask[rows])
-        )
-    if frame.points is not None:
-        makers["depth"] = lambda: _depth_preview(frame.points, mask, height)
-    if frame.albedo is not None:
-        makers["albedo"] = lambda: _in_bands(height, lambda rows: albedo_preview(frame.albedo[rows]))
-    if frame.alpha is not None:
-        alpha = frame.alpha
-        makers["alpha"] = lambda: _in_bands(height, lambda rows: alpha_preview(alpha[rows]))
-        if frame.foreground is not None:
-            foreground = frame.foreground
-            makers["foreground"] = lambda: _in_bands(
-                height, lambda rows: cutout_preview(foreground[rows], alpha[rows])
-            )
+    for task, preview in _all_previews():
+        if preview.draw is not None:
+            make = preview.draw(frame, image)
+        else:
+            make = _DRAWERS[preview.kind](task, preview, frame, image, mask)
+        if make is not None:
+            makers[preview.suffix] = make
     return makers
+
+
+Maker = Callable[[], np.ndarray]
+
+
+def _skeleton(
+    task: Task, preview: Preview, frame: CaptureFrame, image: np.ndarray, mask: Any
+) -> Maker | None:
+    if not task.stored(frame):
+        return None
+    return lambda: to_uint8(pose_preview(image, getattr(frame, preview.source)))
+
+
+def _banded(draw: Callable[[Any, slice, Any], Any]) -> Callable[..., Maker | None]:
+    """A drawer of a per-pixel preview of the frame attribute `preview.source`, drawn in row bands."""
+
+    def drawer(
+        task: Task, preview: Preview, frame: CaptureFrame, image: np.ndarray, mask: Any
+    ) -> Maker | None:
+        data = getattr(frame, preview.source)
+        if data is None:
+            return None
+        return lambda: _in_bands(frame.height, lambda rows: draw(data, rows, mask))
+
+    return drawer
+
+
+def _depth(task: Task, preview: Preview, frame: CaptureFrame, image: np.ndarray, mask: Any) -> Maker | None:
+    points = getattr(frame, preview.source)
+    return None if points is None else (lambda: _depth_preview(points, mask, frame.height))
+
+
+def _cutout(task: Task, preview: Preview, frame: CaptureFrame, image: np.ndarray, mask: Any) -> Maker | None:
+    foreground, alpha = getattr(frame, preview.source), frame.alpha
+    if foreground is None or alpha is None:
+        return None
+    return lambda: _in_bands(frame.height, lambda rows: cutout_preview(foreground[rows], alpha[rows]))
+
+
+# The studio's preview drawers by `Preview.kind` (a task without its own `Preview.draw` names one of these).
+_DRAWERS: dict[str, Callable[..., Maker | None]] = {
+    "skeleton": _skeleton,
+    "classes": _banded(lambda data, rows, mask: seg_colours_u8(data[rows])),
+    "normals": _banded(
+        lambda data, rows, mask: normal_map(data[rows], mask=None if mask is None else mask[rows])
+    ),
+    "depth": _depth,
+    "colour": _banded(lambda data, rows, mask: albedo_preview(data[rows])),
+    "matte": _banded(lambda data, rows, mask: alpha_preview(data[rows])),
+    "cutout": _cutout,
+}
 
 
 def preview_images(frame: CaptureFrame, image: np.ndarray) -> dict[str, np.ndarray]:
@@ -203,7 +250,7 @@ def frame_files(
     if with_previews:
         for suffix, make in preview_makers(frame, image).items():
             files[f"{name}.{suffix}.png"] = lambda path, make=make: save_png(path, render_preview(make))
-    if frame.people or any(m.get("task") == "pose" for m in frame.models):
+    if any("people" in task.json_fields and task.stored(frame) for task in tasks_registry.all_tasks()):
         files[f"{name}.keypoints.json"] = _json_writer(keypoints_document(frame, name))
         files[f"{name}.openpose.json"] = _json_writer(openpose_document(frame))
     if mesh_format and frame.points is not None:
@@ -226,7 +273,7 @@ def write_frame_outputs(
 ) -> Path:
     """Write `<name>.exr/.json`, previews `<name>.<layer>.png`, `<name>.keypoints.json`, `<name>.openpose.json`
     and optionally `<name>.ply|.glb` (and the files of `extra`: final name → writer) as one transaction; files
-    of an earlier run for `<name>` that this set does not hold are removed (see OUTPUT_SUFFIXES).
+    of an earlier run for `<name>` that this set does not hold are removed (see `output_suffixes`).
     `exr_compression`: the bundle EXR's (`bundle.EXR_COMPRESSIONS`; None: the default).
 
     Returns the bundle JSON path.
@@ -264,13 +311,13 @@ def rewrite_frame_outputs(
 
 def output_names(name: str) -> list[str]:
     """Every file name `write_frame_outputs` can write for `<name>`."""
-    return [f"{name}{suffix}" for suffix in OUTPUT_SUFFIXES]
+    return [f"{name}{suffix}" for suffix in output_suffixes()]
 
 
 def remove_outputs(folder: Path, name: str, keep: set[str] | frozenset[str] = frozenset()) -> None:
-    """Delete the files a previous run wrote for `<name>` (see OUTPUT_SUFFIXES), except those in `keep`; the JSON
+    """Delete the files a previous run wrote for `<name>` (see `output_suffixes`), except those in `keep`; the JSON
     first, so that a run stopped half-way leaves no JSON claiming files that are gone."""
-    for suffix in (".json", *(s for s in OUTPUT_SUFFIXES if s != ".json")):
+    for suffix in (".json", *(s for s in output_suffixes() if s != ".json")):
         if f"{name}{suffix}" not in keep:
             with contextlib.suppress(FileNotFoundError):
                 (folder / f"{name}{suffix}").unlink()

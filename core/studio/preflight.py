@@ -26,7 +26,7 @@ from .errors import OutputError
 from .estimate import SEQUENCE_INDEX_BYTES, estimate_frame_bytes
 from .inputs import ImageJob, SequenceJob
 from .orphans import Orphan, find_orphans
-from .outputs import OUTPUT_SUFFIXES
+from .outputs import output_suffixes
 from .resume import check_source
 
 _MARGIN = 256 << 10
@@ -97,7 +97,7 @@ def _frames(jobs: Sequence[ImageJob | SequenceJob], out: Path) -> list[tuple[Pat
 
 def _existing_bytes(folder: Path, name: str) -> int:
     total = 0
-    for suffix in OUTPUT_SUFFIXES:
+    for suffix in output_suffixes():
         with contextlib.suppress(OSError):
             total += (folder / f"{name}{suffix}").stat().st_size
     return total
