@@ -16,15 +16,6 @@ from .errors import CheckpointError
 
 Shapes = Mapping[str, tuple[int, ...]]
 
-OUTPUT_CONVS = {
-    "conv_pose": "pose",
-    "conv_seg": "seg",
-    "conv_normal": "normal",
-    "conv_albedo": "albedo",
-    "conv_pointmap": "pointmap",
-    "conv_matting": "matting",
-}
-
 
 def _indices(shapes: Shapes, pattern: str) -> list[int]:
     regex = re.compile(pattern)
@@ -149,25 +140,21 @@ def infer_backbone(bb: Shapes, *, rope_dtype: str = "bf16", where: str = "") -> 
         raise CheckpointError(f"inconsistent backbone shapes: {exc}") from None
 
 
-def _plugin_task(head: Shapes):
-    """The registered plug-in task (core/tasks) whose output conv the head holds, or None. Imported here, when a
-    head is none of the built-ins': the registry is above this layer and only plug-ins need it."""
+def detect_task(head: Shapes) -> str:
+    """The registered task whose head output conv (`decode_head.<conv>.weight`, `Task.output_conv`) the head
+    holds; exactly one must match. Built-ins and trusted plug-ins alike (the registry is read here, when a
+    head is inspected)."""
     from ..tasks import registry
 
-    task = registry.for_head(head)
-    return None if task is None or task.builtin else task
-
-
-def detect_task(head: Shapes) -> str:
-    found = {task for name, task in OUTPUT_CONVS.items() if f"{name}.weight" in head}
-    if not found and (plugin := _plugin_task(head)) is not None:
-        return plugin.name
+    found = [task.name for task in registry.all_tasks() if task.matches_head(head)]
     if len(found) != 1:
-        names = ", ".join(f"decode_head.{n}.weight" for n in OUTPUT_CONVS)
+        names = ", ".join(
+            f"decode_head.{t.output_conv}.weight" for t in registry.all_tasks() if t.output_conv
+        )
         raise CheckpointError(
             f"cannot tell the task of this checkpoint: expected exactly one of {names}; found {sorted(found) or 'none'}"
         )
-    return found.pop()
+    return found[0]
 
 
 def _conv_chain(head: Shapes, prefix: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -180,16 +167,14 @@ def _conv_chain(head: Shapes, prefix: str) -> tuple[tuple[int, ...], tuple[int, 
 
 
 def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig | DenseHeadConfig:
-    out_name = next((n for n, t in OUTPUT_CONVS.items() if t == task), None)
-    plugin = None
-    if out_name is None:  # a plug-in task: its head is one of core.arch's kinds, under its own output conv
-        from ..tasks import registry
+    from ..tasks import registry
 
-        plugin = registry.get(task)
-        out_name = plugin.output_conv
-    own_name = {} if plugin is None else {"output_name": out_name}
+    spec = registry.get(task)
+    out_name = spec.output_conv
+    # a plug-in task's head is one of core.arch's kinds under its own output conv name
+    own_name = {} if spec.builtin else {"output_name": out_name}
     out_channels = _need(head, f"{out_name}.weight", "decode_head.")[0]
-    if (plugin.head_kind == "heatmap") if plugin is not None else task in ("pose", "seg"):
+    if spec.head_kind == "heatmap":
         deconv_channels, deconv_kernels = [], []
         for i in _layer_positions(head, "deconv_layers", "decode_head.", stride=3):
             shape = head[f"deconv_layers.{i}.weight"]  # (in, out, k, k) for transposed convs
@@ -267,8 +252,9 @@ def infer_config(shapes: Shapes, *, rope_dtype: str = "bf16", reads: set[str] | 
     if not head:
         raise CheckpointError("the checkpoint has 'backbone.*' keys but no 'decode_head.*' keys")
     task = detect_task(head)
-    if task not in OUTPUT_CONVS.values():  # a plug-in task checks its head before anything is built or read
-        from ..tasks import registry
+    from ..tasks import registry
 
-        registry.get(task).check_head(head)
+    spec = registry.get(task)
+    if not spec.builtin:  # a plug-in task checks its head before anything is built or read
+        spec.check_head(head)
     return ModelConfig(backbone=backbone, task=task, head=infer_head(task, head, backbone.embed_dim))
