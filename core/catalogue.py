@@ -1,7 +1,8 @@
 """The one catalogue of Sapiens2 sizes, tasks and official checkpoint files.
 
-Every list of tasks or sizes the project shows (CLI choices, ComfyUI combos, download tables, error advice) and
-every official file name or Hub URL comes from here, so adding a task or a released size is a one-line change.
+Every list of sizes the project shows (CLI choices, ComfyUI combos, download tables, error advice) and every
+official file name or Hub URL comes from here; the task lists come from the task registry (`core.tasks`), where
+each task's module declares its label, run order and released sizes.
 Loading never uses it: the architecture and task of a file are read from its tensor shapes
 (`core.checkpoints.infer`), so custom and future files load whatever they are called.
 """
@@ -12,49 +13,51 @@ import re
 from dataclasses import dataclass
 
 from .errors import Sapiens2Error
+from .tasks import registry as tasks_registry
+from .tasks.sizes import RELEASED_SIZES
 
 HUB_URL = "https://huggingface.co"
 
-# Tasks with a prediction head, in the order users see them listed.
-TASKS: tuple[str, ...] = ("pose", "seg", "normal", "albedo", "pointmap", "matting")
+# The task lists below are read from the task registry (core/tasks: one module per task declares its label, run
+# order, released sizes, ...), so a task is added in its own module; these names keep the catalogue's API. They are
+# the built-in tasks; a plug-in task loaded later is known to the functions below through the registry.
+TASKS: tuple[str, ...] = tasks_registry.names()
 # The order a multi-task run executes them: seg first (pose takes its person boxes from it, the dense layers their
-# mask), then pose, then the dense tasks; matting last, after the other dense tasks.
-RUN_ORDER: tuple[str, ...] = ("seg", "pose", "normal", "albedo", "pointmap", "matting")
+# mask), then pose, then the dense tasks; matting last, after the other dense tasks (`Task.run_rank`).
+RUN_ORDER: tuple[str, ...] = tasks_registry.run_order()
 PRETRAIN = "pretrain"
 ALL_TASKS: tuple[str, ...] = (PRETRAIN, *TASKS)
-DEFAULT_TASKS: tuple[str, ...] = ("pose", "seg", "normal", "pointmap")
+DEFAULT_TASKS: tuple[str, ...] = tuple(t.name for t in tasks_registry.all_tasks() if t.default_in_cli)
 
 SIZES: tuple[str, ...] = ("0.1b", "0.4b", "0.8b", "1b", "1b-4k", "5b")
-TASK_SIZES_RELEASED: tuple[str, ...] = ("0.4b", "0.8b", "1b", "5b")
+TASK_SIZES_RELEASED: tuple[str, ...] = RELEASED_SIZES
 DEFAULT_SIZE = "0.4b"
 
-# Sizes with public weights, per task (facebookresearch/sapiens2 docs/MODEL_ZOO.md). No albedo weights are public
-# yet (GitHub issue #1), and there are no 0.1B or 4K task heads. Matting came later and only at 1B
-# (facebook/sapiens2-matting-1b); other sizes load when they appear (the loader reads the architecture from shapes).
+# Sizes with public weights, per task (facebookresearch/sapiens2 docs/MODEL_ZOO.md; `Task.released`). No albedo
+# weights are public yet (GitHub issue #1), and there are no 0.1B or 4K task heads. Matting came later and only at
+# 1B (facebook/sapiens2-matting-1b); other sizes load when they appear (the loader reads the architecture from
+# shapes).
 RELEASED: dict[str, tuple[str, ...]] = {
     PRETRAIN: SIZES,
-    "pose": TASK_SIZES_RELEASED,
-    "seg": TASK_SIZES_RELEASED,
-    "normal": TASK_SIZES_RELEASED,
-    "pointmap": TASK_SIZES_RELEASED,
-    "albedo": (),
-    "matting": ("1b",),
+    **{t.name: tuple(t.released) for t in tasks_registry.all_tasks()},
 }
 
 TASK_LABELS: dict[str, str] = {
-    "pose": "pose (308 keypoints)",
-    "seg": "segmentation (29 body parts)",
-    "normal": "surface normals",
-    "albedo": "albedo",
-    "pointmap": "pointmap / depth",
-    "matting": "matting (soft alpha + foreground)",
+    **{t.name: t.label for t in tasks_registry.all_tasks()},
     PRETRAIN: "pretrained backbone (no task head)",
 }
 
 # Why a task has no download (shown instead of a URL).
 UNRELEASED_REASON: dict[str, str] = {
-    "albedo": "no albedo checkpoints are public yet (facebookresearch/sapiens2 issue #1)",
+    t.name: t.unreleased_reason for t in tasks_registry.all_tasks() if t.unreleased_reason
 }
+
+
+def _released(task: str) -> tuple[str, ...]:
+    """Sizes with official files of `task` (the registry's, so plug-ins loaded later count: none)."""
+    if task == PRETRAIN:
+        return SIZES
+    return tuple(tasks_registry.get(task).released) if tasks_registry.has(task) else ()
 
 
 class CatalogueError(Sapiens2Error, ValueError):
@@ -81,7 +84,7 @@ class OfficialFile:
 
 def check_task(task: str, *, allow_pretrain: bool = True) -> str:
     """`task` if the catalogue knows it; a CatalogueError listing the choices otherwise."""
-    choices = ALL_TASKS if allow_pretrain else TASKS
+    choices = (PRETRAIN, *tasks_registry.names()) if allow_pretrain else tasks_registry.names()
     if task not in choices:
         raise CatalogueError(f"unknown task {task!r}; choose one of {', '.join(choices)}")
     return task
@@ -107,18 +110,20 @@ def file_name(task: str, size: str) -> str:
 
 
 def is_released(task: str, size: str) -> bool:
-    return size in RELEASED.get(task, ())
+    return size in _released(task)
 
 
 def official_file(task: str, size: str) -> OfficialFile:
     """The Hub location of `task` at `size`; CatalogueError (saying what exists) where nothing was released."""
     name = file_name(task, size)
-    if not RELEASED.get(task):
-        raise CatalogueError(UNRELEASED_REASON.get(task, f"no {task} checkpoints are public"))
-    if not is_released(task, size):
+    released = _released(task)
+    if not released:
+        reason = tasks_registry.get(task).unreleased_reason if tasks_registry.has(task) else None
+        raise CatalogueError(reason or f"no {task} checkpoints are public")
+    if size not in released:
         raise CatalogueError(
             f"there is no official {task} checkpoint of size {size}; {task} is released in sizes "
-            f"{', '.join(RELEASED[task])}"
+            f"{', '.join(released)}"
         )
     repo = f"facebook/sapiens2-pretrain-{size}" if task == PRETRAIN else f"facebook/sapiens2-{task}-{size}"
     return OfficialFile(task, size, repo, name)
@@ -134,7 +139,7 @@ def parse_official_name(name: str) -> tuple[str, str] | None:
         return None
     size = match.group("size").replace("_4k", "-4k")
     task = match.group("task")
-    if task not in ALL_TASKS or size not in SIZES:
+    if task not in (PRETRAIN, *tasks_registry.names()) or size not in SIZES:
         return None
     return task, size
 
@@ -143,8 +148,8 @@ def task_file_hint(task: str) -> str:
     """'a pose file such as sapiens2_0.4b_pose.safetensors' — for messages that ask for a file of `task`."""
     if task == PRETRAIN:
         return f"a backbone file such as {file_name(PRETRAIN, DEFAULT_SIZE)}"
-    label = "segmentation" if task == "seg" else task
-    if not RELEASED.get(task):
+    label = (tasks_registry.get(task).noun or task) if tasks_registry.has(task) else task
+    if not _released(task):
         return f"{'an' if label[0] in 'aeiou' else 'a'} {label} file (sapiens2_<size>_{task}.safetensors; not yet published by Meta)"
     return (
         f"{'an' if label[0] in 'aeiou' else 'a'} {label} file such as {file_name(task, default_size(task))}"
@@ -154,5 +159,5 @@ def task_file_hint(task: str) -> str:
 def default_size(task: str) -> str:
     """The size offered first for `task`: DEFAULT_SIZE where it is released, else the task's first released size
     (matting exists only at 1B), else DEFAULT_SIZE."""
-    released = RELEASED.get(check_task(task), ())
+    released = _released(check_task(task))
     return DEFAULT_SIZE if DEFAULT_SIZE in released or not released else released[0]

@@ -108,6 +108,7 @@ class Task:
 
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
+    noun: ClassVar[str] = ""  # the word messages use ("a segmentation file"); the name when empty
     batch_field: ClassVar[str] = ""
     run_rank: ClassVar[int] = 100
     list_rank: ClassVar[int] = 100

@@ -15,6 +15,7 @@ MASK_LAYER = Layer("mask", ("mask.A",), "half", {"none": 2, "zip": 0.1, "zips": 
 class SegTask(Task):
     name = "seg"
     label = "segmentation (29 body parts)"
+    noun = "segmentation"
     batch_field = "seg"
     run_rank = 10
     list_rank = 20
