@@ -101,3 +101,84 @@ def test_the_cli_parser_imports_no_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------------- a task is one unit (#27)
+BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
+# Files that still name tasks, with how many places: each must shrink to zero as its code moves into the task
+# modules (core/tasks) or reads the registry; a count may only go down. Kept apart on purpose:
+# - core/arch: the head architectures per official task (a new head kind is the one change outside its module);
+# - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
+# - core/formats/bundle.py, core/formats/usd.py: the file formats name their built-in layers (format spec);
+# - core/onnx/metadata.py, core/testing/synthetic.py: the exporter's per-head metadata and synthetic test models;
+# - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
+# - the rest are left to rewire (temporal smoothing of pose/pointmap, resume/stages settings, selftest, the
+#   ComfyUI task nodes' own task).
+TASK_NAME_ALLOWED = {
+    "core/arch/heads/dense.py": 1,
+    "core/arch/heads/heatmap.py": 1,
+    "core/arch/presets.py": 6,
+    "core/formats/bundle.py": 8,
+    "core/formats/usd.py": 1,
+    "core/onnx/metadata.py": 6,
+    "core/pipeline/predict.py": 1,
+    "core/studio/capture.py": 3,
+    "core/studio/job.py": 1,
+    "core/studio/resume.py": 3,
+    "core/studio/selftest.py": 4,
+    "core/studio/sequence.py": 2,
+    "core/studio/stages.py": 6,
+    "core/studio/temporal.py": 14,
+    "core/testing/synthetic.py": 8,
+    "comfy_nodes/nodes_export.py": 1,
+    "comfy_nodes/nodes_matting.py": 1,
+    "comfy_nodes/nodes_pose.py": 2,
+    "comfy_nodes/nodes_seg.py": 1,
+    "comfy_nodes/nodes_usd.py": 1,
+}
+
+
+def _task_name_places(tree: ast.AST) -> set[int]:
+    """Lines that ask "which task is this?" by name: a comparison or `in` test with a task-name string (or a
+    tuple of them), a subscript or `.get`/`.pop` by one, or a dict literal keyed by two or more of them."""
+
+    def named(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and node.value in BUILTIN_TASK_NAMES
+
+    def holds(node: ast.AST) -> bool:
+        return named(node) or (
+            isinstance(node, (ast.Tuple, ast.List, ast.Set)) and any(named(e) for e in node.elts)
+        )
+
+    def asks(node: ast.AST) -> bool:
+        if isinstance(node, ast.Compare):
+            return holds(node.left) or any(holds(c) for c in node.comparators)
+        if isinstance(node, ast.Subscript):
+            return named(node.slice)
+        if isinstance(node, ast.Call):
+            method = node.func.attr if isinstance(node.func, ast.Attribute) else ""
+            return method in ("get", "pop") and bool(node.args) and named(node.args[0])
+        if isinstance(node, ast.Dict):
+            return sum(k is not None and named(k) for k in node.keys) >= 2
+        return False
+
+    lines = {node.lineno for node in ast.walk(tree) if asks(node)}
+    return lines
+
+
+def test_no_task_is_named_outside_its_module():
+    """Nothing outside core/tasks asks which task it has by comparing names (docs/architecture.md): the
+    consumers read the task's declarations from the registry. The allow-list only shrinks."""
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            if rel.startswith("core/tasks/"):
+                continue
+            places = _task_name_places(ast.parse(path.read_text(encoding="utf-8")))
+            if places:
+                found[rel] = len(places)
+    grown = {f: n for f, n in found.items() if n > TASK_NAME_ALLOWED.get(f, 0)}
+    assert not grown, f"task names compared outside core/tasks (read the registry instead): {grown}"
+    shrunk = {f: n for f, n in TASK_NAME_ALLOWED.items() if found.get(f, 0) < n}
+    assert not shrunk, f"fewer task-name places than allowed; lower TASK_NAME_ALLOWED to: {shrunk}"
