@@ -109,6 +109,7 @@ class Events:
         self.stream = stream
         self._lock = threading.Lock()  # notes may come from writer threads
         self.warned: set[str] = set()
+        self.frames: int | None = None  # frames reported so far, once a run started (`FrameEvents`)
 
     @property
     def enabled(self) -> bool:
@@ -117,6 +118,8 @@ class Events:
     def emit(self, event: str, **fields: Any) -> None:
         if self.stream is None:
             return
+        if event == "error" and self.frames is not None:  # a stop or failure mid-run: how far it got
+            fields.setdefault("frames", self.frames)
         line = json.dumps({"event": event, "t": round(time.time(), 3), **fields}, ensure_ascii=True)
         with self._lock:
             try:
@@ -143,12 +146,14 @@ class FrameEvents:
         self.total = total
         self.done = 0
         self._seen = self._counts()
+        events.frames = 0
 
     def _counts(self) -> tuple[int, int, int]:
         return self.report.written, self.report.skipped, len(self.report.failures)
 
     def __call__(self, n: int, label: str) -> None:
         self.done += n
+        self.events.frames = self.done
         now = self._counts()
         written, kept, failed = (a - b for a, b in zip(now, self._seen))
         self._seen = now

@@ -234,6 +234,59 @@ def test_sigterm_mid_sequence_ends_stopped_not_done(home, inputs, tmp_path, mode
     assert "--skip-existing" in events[-1]["hint"]
 
 
+@pytest.mark.parametrize("writers", ["0", "2"])
+def test_a_stop_during_a_commit_reports_every_committed_frame_then_the_stop(home, tmp_path, writers):
+    """Issue 32: a stop that comes while a frame is being committed (here held inside the commit of frame 2, its
+    files renamed and its JSON not yet) lets that frame finish *and* sends its `frame` event, in order, before the
+    `error` event: the stream lists exactly the frames on disk, which `--skip-existing` then keeps. With writer
+    threads the frames the other writer finished meanwhile are reported too; none that had not started is."""
+    walk = tmp_path / "walk"
+    walk.mkdir()
+    for n in range(1, 7):
+        _image(walk / f"walk_{n:04d}.png", 20 + n)
+    gate, out = tmp_path / "gate", tmp_path / "out"
+    argv = _argv(home, out, walk, extra=("--writers", writers))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sapiens2_studio.cli", *argv],
+        env={**os.environ, "SAPIENS2_TEST_PAUSE_AT": f"files:2:wait:{gate}"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    stdout, stderr = _stop_at_gate(proc, gate, signal.SIGINT)
+    assert proc.returncode == 130, stderr
+    events = _events(stdout)
+    committed = sorted(p.stem for p in (out / "walk").glob("walk_[0-9][0-9][0-9][0-9].json"))
+    frames = [e for e in events if e["event"] == "frame"]
+    assert len(committed) >= 2 and "walk_0002" in committed
+    if writers == "0":  # the held frame was the one being written: the run stopped right after it
+        assert committed == ["walk_0001", "walk_0002"]
+    assert [f["name"] for f in frames] == [f"walk #{int(c[-4:])}" for c in committed]  # each one, in order
+    assert [f["done"] for f in frames] == list(range(1, len(committed) + 1))
+    assert {f["status"] for f in frames} == {"written"}
+    kinds = [e["event"] for e in events if e["event"] != "warning"]
+    assert kinds == ["start", "model_loaded", *["frame"] * len(committed), "error"]
+    error = events[-1]
+    assert (error["kind"], error["exit_code"], error["frames"]) == ("interrupted", 130, len(committed))
+    assert all(a["t"] <= b["t"] for a, b in itertools.pairwise(events))
+    assert (out / "walk" / "walk.partial.json").is_file() and not (
+        out / "walk" / "walk.sequence.json"
+    ).exists()
+
+    # --skip-existing keeps exactly the frames the stream reported and computes the rest.
+    rc = subprocess.run(
+        [sys.executable, "-m", "sapiens2_studio.cli", *_argv(home, out, walk, extra=("--skip-existing",))],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert rc.returncode == 0, rc.stderr
+    resumed = [e for e in _events(rc.stdout) if e["event"] == "frame"]
+    assert [e["status"] for e in resumed] == ["kept"] * len(committed) + ["written"] * (6 - len(committed))
+    assert (out / "walk" / "walk.sequence.json").is_file()
+
+
 def test_a_failure_ends_the_log_with_failed(capsys, home, tmp_path):
     _image(tmp_path / "good.png")
     (tmp_path / "bad.png").write_bytes(b"not a png")

@@ -14,6 +14,12 @@ decoding, zlib/EXR compression, numpy); both are bounded, so memory stays flat o
 
 Errors: the first failing frame's exception is raised (in order) from `submit`/`drain`; frames submitted after it
 that had not started are cancelled, running ones finish (each is a complete transaction) but are not committed.
+
+Stops and errors of the submitting thread (Ctrl-C, SIGTERM, an error computing the next frame) leave the block
+through `stop`: frames not started are cancelled, and every frame already written gets its commit callback, in
+order, before the exception goes on. So a frame on disk is always a frame recorded and reported (the CLI's
+`frame` events): the progress a caller saw never falls behind what a stopped run committed. Commit callbacks run
+with SIGINT/SIGTERM held (transaction.signals_held), so a stop lands between two of them, never inside one.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from .errors import StudioError
+from .transaction import signals_held, signals_held_after_commit
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -112,9 +119,9 @@ class OrderedWriter(Generic[R]):
     def submit(self, work: Callable[[], R], commit: Callable[[R], Any] | None = None) -> None:
         """Run `work()` (now, or on a writer thread); `commit(result)` follows on this thread, in order."""
         if self._pool is None:
-            result = work()
-            if commit is not None:
-                commit(result)
+            with signals_held_after_commit():  # a stop held by the frame's commit waits for its callback too
+                result = work()
+                self._report(commit, result)
             return
         while len(self._pending) >= self.max_pending:
             self._commit_oldest()
@@ -123,19 +130,53 @@ class OrderedWriter(Generic[R]):
             self._commit_oldest()
 
     def _commit_oldest(self) -> None:
-        future, commit = self._pending.popleft()
+        future, commit = self._pending[0]
         try:
             result = future.result()
-        except BaseException:
+        except BaseException as exc:
+            if not future.done() or future.cancelled() or future.exception() is not exc:
+                raise  # a stop while waiting: the frame is still pending, leaving the block (stop) reports it
+            self._pending.popleft()  # the frame itself failed: nothing after it is committed
             self.cancel()
             raise
+        self._pending.popleft()
+        self._report(commit, result)
+
+    @staticmethod
+    def _report(commit: Callable[[R], Any] | None, result: R) -> None:
         if commit is not None:
-            commit(result)
+            with signals_held():  # a stop lands between two frames' callbacks, never inside one
+                commit(result)
 
     def drain(self) -> None:
         """Wait for every submitted frame and commit it, in order."""
         while self._pending:
             self._commit_oldest()
+
+    def stop(self) -> None:
+        """Leaving on a stop or an error: cancel the frames not started, wait for the running ones, then commit
+        the written ones in order, up to the first that failed or never ran. SIGINT/SIGTERM stay held meanwhile
+        (at most `workers` frames' writing), so a second Ctrl-C cannot drop a written frame's callback either."""
+        with signals_held():
+            pending, self._pending = self._pending, deque()
+            for future, _ in pending:
+                future.cancel()
+            for future, commit in pending:
+                if future.cancelled():
+                    break
+                try:
+                    result = future.result()
+                except BaseException:  # failed: it and the frames after it stay uncommitted
+                    break
+                try:
+                    if commit is not None:
+                        commit(result)
+                except Exception:  # bookkeeping failed: keep the error the block is being left with
+                    break
+            for future, _ in pending:  # the running ones after a break finish before the pool goes
+                if not future.cancelled():
+                    with contextlib.suppress(BaseException):
+                        future.result()
 
     def cancel(self) -> None:
         """Cancel frames that have not started; wait for running ones; commit nothing more."""
@@ -160,6 +201,6 @@ class OrderedWriter(Generic[R]):
             if exc_type is None:
                 self.drain()
             else:
-                self.cancel()
+                self.stop()
         finally:
             self.close()

@@ -12,7 +12,9 @@ same folder (`.<final name>.<token>.tmp<ext>`). `FrameTransaction.commit` then r
    a later run can verify the set, not just see it;
 5. the journal is removed.
 
-SIGINT/SIGTERM arriving during steps 1–5 are held until the commit is done, so Ctrl-C never splits a frame.
+SIGINT/SIGTERM arriving during steps 1–5 are held until the commit is done, so Ctrl-C never splits a frame; where the
+caller records and reports the frame right after (`signals_held_after_commit`), until that is done too, so a stop
+never leaves a committed frame unreported.
 SIGKILL (or a crash) can stop a commit between 1 and 5: the next run, under the folder lock, finds the journal and
 rolls the commit forward (`recover_commits`: the remaining renames, then the JSON), so the frame ends up wholly
 new, never half. Temporaries of a run killed before step 0 stay behind hidden; `clean_stale_temporaries` removes
@@ -82,15 +84,22 @@ def pause_point(point: str) -> None:
             time.sleep(0.05)
 
 
+# Open `signals_held_after_commit` blocks of the main thread, innermost last: each takes over the hold of the first
+# commit inside it (the handlers to restore and the signals held), to release it when the block ends.
+_after_commit: list[dict[str, Any]] = []
+
+
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
     """Hold SIGINT and SIGTERM while the block runs; they are delivered when it ends, so an interrupt lands
-    between two frames, never inside one commit.
+    between two frames, never inside one commit. Inside `signals_held_after_commit` the first such hold lasts
+    until that block ends instead.
 
     Why Python handlers and not a signal mask: torch's worker threads do not block signals, so the kernel may
     deliver a Ctrl-C to one of them and Python would still raise it in the main thread mid-commit. A deferring
     handler catches it wherever it lands. Python runs handlers only in the main thread, so elsewhere (ComfyUI's
-    worker thread, which gets no signals) this is a no-op."""
+    worker thread, which gets no signals) this is a no-op. Nested holds compose: an inner one delivers what it
+    held to the outer one's handler, which holds it in turn."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -106,10 +115,37 @@ def signals_held() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(pending):  # now, to the program's own handlers (KeyboardInterrupt, …)
-            signal.raise_signal(sig)
+        block = _after_commit[-1] if _after_commit else None
+        if block is not None and block["previous"] is None:  # held on until the enclosing block ends
+            block["previous"], block["pending"] = previous, pending
+        else:
+            _release(previous, pending)
+
+
+def _release(previous: Mapping[int, Any], pending: list[int]) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
+    for sig in dict.fromkeys(pending):  # now, to the program's own handlers (KeyboardInterrupt, …)
+        signal.raise_signal(sig)
+
+
+@contextlib.contextmanager
+def signals_held_after_commit() -> Iterator[None]:
+    """A stop (SIGINT, SIGTERM) held by a commit inside this block stays held until the block ends, so what the
+    caller does right after the commit (record the frame, report it: a `frame` event) happens with it: a stop
+    lands before the commit began or after the frame was reported, never between. Until a commit begins nothing
+    is held (staging a frame's files stays interruptible). Main thread only, like `signals_held`."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    block: dict[str, Any] = {"previous": None, "pending": []}
+    _after_commit.append(block)
+    try:
+        yield
+    finally:
+        _after_commit.pop()  # blocks nest: this one is the innermost
+        if block["previous"] is not None:
+            _release(block["previous"], block["pending"])
 
 
 def temp_name(final_name: str, token: str) -> str:
