@@ -89,6 +89,10 @@ EXPECTED = {
          "smooth": "BOOLEAN"},
         ["STRING"],
     ),
+    "Sapiens2RunTask": (
+        {"model": M, "image": IMG, "task": "COMBO", "chunk_size": "INT"},
+        [IMG, MASK, "SAPIENS2_TASK_RESULTS"],
+    ),
 }  # fmt: skip
 WORKFLOW_NAMES = (
     "sapiens2_relight",
