@@ -112,7 +112,7 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 # - core/formats/bundle.py, core/formats/usd.py: the file formats name their built-in layers (format spec);
 # - core/onnx/metadata.py, core/testing/synthetic.py: the exporter's per-head metadata and synthetic test models;
 # - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
-# - the rest are left to rewire (temporal smoothing of pose/pointmap, resume/stages settings, selftest, the
+# - the rest are left to rewire (temporal smoothing of pose/pointmap, selftest, sequence, job, the
 #   ComfyUI task nodes' own task).
 TASK_NAME_ALLOWED = {
     "core/arch/heads/dense.py": 1,
@@ -124,10 +124,8 @@ TASK_NAME_ALLOWED = {
     "core/pipeline/predict.py": 1,
     "core/studio/capture.py": 3,
     "core/studio/job.py": 1,
-    "core/studio/resume.py": 3,
     "core/studio/selftest.py": 4,
     "core/studio/sequence.py": 2,
-    "core/studio/stages.py": 6,
     "core/studio/temporal.py": 14,
     "core/testing/synthetic.py": 8,
     "comfy_nodes/nodes_export.py": 1,

@@ -174,8 +174,8 @@ class Expectation:
 
     def task_settings(self, task: str, held: set[str]) -> dict[str, Any]:
         settings = dict(self.settings.get(task, {}))
-        if task == "pose":
-            settings["box_source"] = "given" if self.boxes_given else ("seg" if "seg" in held else "image")
+        if tasks_registry.has(task):
+            settings.update(tasks_registry.get(task).held_settings(held, self.boxes_given))
         return settings
 
 
@@ -300,10 +300,14 @@ def plan_frame(
                 continue
             verified.add(task)
     compute = requested - verified
-    if "seg" in compute:  # layers that follow seg are redone with it (module docstring)
-        if not expect.boxes_given:
-            compute |= requested & {"pose"}
-        compute |= requested & {"pointmap"}
+    # layers made from another's results are redone with it (module docstring: pose's boxes and the pointmap's
+    # mask follow seg)
+    computed = set(compute)
+    compute |= {
+        t
+        for t in requested
+        if tasks_registry.has(t) and tasks_registry.get(t).follows(computed, expect.boxes_given)
+    }
     carry = (verified - compute) | (set() if expect.clean else existing - requested)
     ordered = tuple(t for t in tasks_registry.run_order() if t in compute)
     carried = tuple(t for t in tasks_registry.run_order() if t in carry)

@@ -34,7 +34,7 @@ from .host import Host
 from .models import LoadedModel
 from .outputs import write_frame_outputs
 from .resume import Expectation, FramePlan, RunInfo, frame_run_record
-from .tasks import TaskOptions, run_tasks
+from .tasks import GIVEN_INPUT, TaskOptions, run_tasks
 from .temporal import TEMPORAL_TASKS
 
 PENDING_SUFFIX = (
@@ -68,6 +68,15 @@ def output_record(spec: Any) -> dict[str, Any]:
     return {"previews": spec.previews, "mesh": spec.mesh, "exr_compression": spec.exr_compression}
 
 
+def _run_settings(spec: Any, boxes: Any, smooth: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Task → the settings its frames' run records keep (`Task.run_settings`), for the tasks that keep any."""
+    found = {
+        task.name: task.run_settings(flip_test=spec.flip_test, boxes=boxes, smooth=smooth)
+        for task in tasks_registry.all_tasks()
+    }
+    return {name: settings for name, settings in found.items() if settings is not None}
+
+
 def job_expectation(
     spec: Any,
     tasks: tuple[str, ...],
@@ -85,10 +94,7 @@ def job_expectation(
         tasks=tasks,
         checkpoints=checkpoints,
         source=source,
-        settings={
-            "pose": {"flip_test": spec.flip_test, "boxes": boxes, **smooth},
-            "pointmap": dict(smooth),
-        },
+        settings=_run_settings(spec, boxes, smooth),
         outputs=output_record(spec),
         boxes_given=boxes is not None,
         skip_existing=spec.skip_existing or trusted_run is not None,
@@ -144,7 +150,7 @@ def compute_frames(
             [i.image for i in items],
             host,
             options,
-            seg=segs if "seg" not in compute else None,
+            seg=segs if GIVEN_INPUT not in compute else None,
             labels=[i.label for i in items],
         )
     refused: dict[int, NonFiniteOutputError] = {}
@@ -157,7 +163,9 @@ def compute_frames(
     frames = []  # the refusals are decided first: capture then takes each frame's results over and drops them
     for index, (item, old) in enumerate(zip(items, olds)):
         own = {task: TaskBatch(task, [b.results[index]], b.model) for task, b in batches.items()}
-        mask = old.mask if old is not None and "seg" in item.plan.carry and old.mask is not None else None
+        mask = (
+            old.mask if old is not None and GIVEN_INPUT in item.plan.carry and old.mask is not None else None
+        )
         frame = capture_frames(
             [item.image], own, mask=mask, source_names=[item.source_name], host=host, consume=True
         )[0]
@@ -175,9 +183,11 @@ def pending_needs(spec: Any, tasks: Sequence[str]) -> tuple[bool, bool]:
     """(image, normals): what finalize needs beyond the bundle to redraw the files the temporal pass changes —
     the input image for the pose preview (smoothed keypoints) or the mesh's colours (smoothed depth), and the
     float32 normals for the mesh (the EXR holds them as half floats)."""
-    smooth_pose = spec.smooth and "pose" in tasks and spec.previews
-    smooth_mesh = spec.smooth and "pointmap" in tasks and spec.mesh is not None
-    return smooth_pose or smooth_mesh, smooth_mesh and "normal" in tasks
+    chosen = [tasks_registry.get(t) for t in tasks if tasks_registry.has(t)]
+    redrawn = any(t.temporal and any(p.over_image for p in t.previews) for t in chosen)
+    smooth_previews = spec.smooth and redrawn and spec.previews
+    smooth_mesh = spec.smooth and any(t.temporal and t.mesh for t in chosen) and spec.mesh is not None
+    return bool(smooth_previews or smooth_mesh), bool(smooth_mesh and any(t.mesh_normals for t in chosen))
 
 
 def temporal_record(spec: Any, fps: float, plan: FramePlan) -> dict[str, Any] | None:

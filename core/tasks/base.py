@@ -55,6 +55,7 @@ class Preview:
     source: str = ""
     rank: int = 100
     draw: DrawFn | None = None
+    over_image: bool = False  # drawn over the input image (a redraw after the temporal pass needs the image)
 
 
 @dataclass
@@ -217,3 +218,21 @@ class Task:
         return self.name in extra
 
     mesh: ClassVar[bool] = False  # whether the frame's mesh export is made from this task's data
+    mesh_normals: ClassVar[bool] = False  # whether the mesh takes its vertex normals from this task's data
+
+    # ----------------------------------------------------------------------------------------- resume
+    def run_settings(
+        self, *, flip_test: bool, boxes: Any, smooth: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """The settings a frame's run record keeps for this task (`run.settings[name]`; a re-run with other
+        settings recomputes it); None: none recorded. `smooth`: {"smooth": bool} in a sequence, else {}."""
+        return None
+
+    def held_settings(self, held: set[str], boxes_given: bool) -> dict[str, Any]:
+        """Settings that depend on which tasks a frame holds (pose: where its boxes came from)."""
+        return {}
+
+    def follows(self, computed: set[str], boxes_given: bool) -> bool:
+        """Whether this task's stored data must be recomputed when the tasks `computed` are (its stored data was
+        made from theirs: the pointmap is masked by seg, pose's boxes come from seg)."""
+        return False

@@ -25,6 +25,7 @@ class NormalTask(Task):
     layers = (
         Layer("normal", ("N.X", "N.Y", "N.Z"), "half", {"none": 6, "zip": 5.9, "zips": 6.0}, "unit normal"),
     )
+    mesh_normals = True  # the mesh's vertex normals
     previews = (Preview("normal", 3.05, kind="normals", source="normals", rank=30),)
 
     def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:

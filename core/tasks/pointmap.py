@@ -112,6 +112,13 @@ class PointmapTask(Task):
         frame.pointmap_scale = old.pointmap_scale
         frame.camera = dict(old.camera) if old.camera else frame.camera
 
+    def run_settings(self, *, flip_test: bool, boxes: Any, smooth: Any) -> dict[str, Any] | None:
+        return dict(smooth)
+
+    def follows(self, computed: set[str], boxes_given: bool) -> bool:
+        """Its stored points are masked by the segmentation's person mask."""
+        return any(n in computed for n in self.needs)
+
     def stored(self, frame: Any) -> bool:
         return frame.points is not None
 

@@ -22,7 +22,9 @@ class PoseTask(Task):
     builtin = True
     output_conv = "conv_pose"
     head_kind = "heatmap"
-    previews = (Preview("pose", 1.9, kind="skeleton", source="people", rank=10),)  # compresses as the photo
+    previews = (
+        Preview("pose", 1.9, kind="skeleton", source="people", rank=10, over_image=True),
+    )  # compresses as the photo
     json_fields = ("people",)
     temporal = True
 
@@ -73,6 +75,17 @@ class PoseTask(Task):
             CapturePerson(p.bbox, p.keypoints, p.bbox_source, None, i, p.track_id)
             for i, p in enumerate(old.people)
         ]
+
+    def run_settings(self, *, flip_test: bool, boxes: Any, smooth: Any) -> dict[str, Any] | None:
+        return {"flip_test": flip_test, "boxes": boxes, **smooth}
+
+    def held_settings(self, held: set[str], boxes_given: bool) -> dict[str, Any]:
+        """Where the boxes came from: given, the segmentation it needs (when the frame holds one), or the image."""
+        source = "given" if boxes_given else next((n for n in self.needs if n in held), "image")
+        return {"box_source": source}
+
+    def follows(self, computed: set[str], boxes_given: bool) -> bool:
+        return not boxes_given and any(n in computed for n in self.needs)
 
     def stored(self, frame: Any) -> bool:
         """People, or a pose model that found nobody (the frame still gets its keypoint files and preview)."""
