@@ -26,7 +26,7 @@ def test_pack_inside_comfyui_process(comfy_host, tmp_path):
     )
     assert run.returncode == 0, run.stderr[-4000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert len(out["nodes"]) == 14
+    assert len(out["nodes"]) == 15  # Run Task included
     # A node this host cannot describe is dropped alone; the rest of the pack stays.
     assert out["nodes_when_one_schema_fails"] == sorted(set(out["nodes"]) - {"Sapiens2Relight"})
     assert "Sapiens2 custom seg" in out["info"] and "dtype fp32 (auto: fp32 on the CPU)" in out["info"]
