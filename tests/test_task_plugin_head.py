@@ -69,3 +69,23 @@ def test_head_that_does_not_match_is_refused_naming_the_tensor(example, tmp_path
     path = example.write_tiny_checkpoint(tmp_path / "five.safetensors", classes=5)
     with pytest.raises(CheckpointError, match=r"decode_head\.conv_garment\.weight has shape \(5, 8, 1, 1\)"):
         load_model(path, device="meta")
+
+
+def test_default_carry_keeps_the_task_layers_with_their_declarations(example) -> None:
+    """A resumed or partly re-run frame keeps a plug-in's layers by the base class's `carry` (the example
+    declares none of its own): its layers and only its layers, each with its declaration."""
+    from sapiens2_studio.core.formats.bundle import CaptureFrame
+    from sapiens2_studio.core.formats.task_layers import TaskLayer
+
+    task = registry.get("garment")
+    assert type(task).carry is registry.Task.carry
+    old = CaptureFrame(width=4, height=3)
+    old.extra = {"garment": {"id": np.ones((3, 4))}, "other": {"v": np.zeros((3, 4))}}
+    old.task_layers = {
+        "garment": TaskLayer("garment", ("id",)),
+        "other": {"task": "someone", "channels": ["v"]},
+    }
+    new = CaptureFrame(width=4, height=3)
+    task.carry(new, old)
+    assert set(new.extra) == {"garment"} and new.task_layers == {"garment": old.task_layers["garment"]}
+    assert task.stored(new) and not task.stored(CaptureFrame(width=4, height=3))

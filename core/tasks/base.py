@@ -206,16 +206,29 @@ class Task:
     def store(self, frame: Any, result: Any, ctx: StoreContext) -> None:
         """Put the result into a capture frame (a plug-in task: `frame.extra[self.name][channel] = (H, W) array`)."""
 
+    def own_layers(self, frame: Any) -> list[str]:
+        """The frame's task layers (`frame.extra`) this task wrote: declared with its name as `task`, or named
+        after it."""
+        declared = getattr(frame, "task_layers", None) or {}
+        mine = []
+        for layer in getattr(frame, "extra", None) or {}:
+            spec = declared.get(layer)
+            task = spec.get("task") if isinstance(spec, Mapping) else getattr(spec, "task", None)
+            if (task or layer) == self.name:
+                mine.append(layer)
+        return mine
+
     def carry(self, frame: Any, old: Any) -> None:
-        """Copy this task's data from a verified old frame into a new one (a re-run of other tasks keeps it)."""
-        extra = getattr(old, "extra", None) or {}
-        if self.name in extra:
-            frame.extra[self.name] = dict(extra[self.name])
+        """Copy this task's data from a verified old frame into a new one (a re-run of other tasks keeps it): by
+        default its task layers, each with its declaration."""
+        for layer in self.own_layers(old):
+            frame.extra[layer] = dict(old.extra[layer])
+            if layer in (old.task_layers or {}):
+                frame.task_layers[layer] = old.task_layers[layer]
 
     def stored(self, frame: Any) -> bool:
         """Whether a frame holds this task's data."""
-        extra = getattr(frame, "extra", None) or {}
-        return self.name in extra
+        return bool(self.own_layers(frame))
 
     mesh: ClassVar[bool] = False  # whether the frame's mesh export is made from this task's data
     mesh_normals: ClassVar[bool] = False  # whether the mesh takes its vertex normals from this task's data

@@ -120,8 +120,3 @@ class GarmentTask(Task):
             ),
             description="garment class per pixel (sapiens2-garment-seg example)",
         )
-
-    def carry(self, frame: Any, old: Any) -> None:
-        if LAYER in (old.extra or {}):
-            frame.extra[LAYER] = dict(old.extra[LAYER])
-            frame.task_layers[LAYER] = old.task_layers[LAYER]
