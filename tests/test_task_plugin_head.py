@@ -89,3 +89,15 @@ def test_default_carry_keeps_the_task_layers_with_their_declarations(example) ->
     task.carry(new, old)
     assert set(new.extra) == {"garment"} and new.task_layers == {"garment": old.task_layers["garment"]}
     assert task.stored(new) and not task.stored(CaptureFrame(width=4, height=3))
+
+
+def test_an_untrusted_plugins_checkpoint_says_how_to_trust_it(example, tmp_path: Path) -> None:
+    path = example.write_tiny_checkpoint(tmp_path / "garment.safetensors")
+    registry.reset_plugins()
+    registry.load_plugins(trust=False, modules=str(EXAMPLE / "garment.py"), entry_points=False)
+    with pytest.raises(CheckpointError, match=r"not trusted \(garment\)") as refused:
+        load_model(path, device="meta")
+    assert (
+        refused.value.hints["comfyui"] == "start ComfyUI with SAPIENS2_TRUST_TASKS=garment in its environment"
+    )
+    assert refused.value.hints["cli"] == "add --trust-task-code garment"

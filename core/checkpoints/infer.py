@@ -147,6 +147,18 @@ def detect_task(head: Shapes) -> str:
     from ..tasks import registry
 
     found = [task.name for task in registry.all_tasks() if task.matches_head(head)]
+    refused = registry.refused()  # a plug-in's checkpoint while its code is not trusted: say how to trust it
+    if not found and refused:
+        keys = ",".join(refused)
+        raise CheckpointError(
+            "this checkpoint's head is none of the registered tasks'; task plug-ins were found but not loaded "
+            f"because their code is not trusted ({', '.join(refused)}): if the checkpoint is theirs, trust them",
+            hints={
+                "cli": f"add --trust-task-code {keys}",
+                "python": f"pass trust_task_code={list(refused)!r}",
+                "comfyui": f"start ComfyUI with SAPIENS2_TRUST_TASKS={keys} in its environment",
+            },
+        )
     if len(found) != 1:
         names = ", ".join(
             f"decode_head.{t.output_conv}.weight" for t in registry.all_tasks() if t.output_conv
