@@ -183,6 +183,24 @@ def test_cli_writes_the_declared_layer(cli_bundle) -> None:
     assert ids.shape == (64, 48) and ids.min() >= 0 and ids.max() < 7
 
 
+def test_a_rerun_of_other_tasks_keeps_the_plugin_layer(plugin, cli_bundle, tmp_path) -> None:
+    out = tmp_path / "rerun"
+    shutil.copytree(cli_bundle.parent, out)
+    proc = plugin.run(
+        plugin.sapiens2, "predict", plugin.photo, "--out", out, "--tasks", "pointmap", "--checkpoint",
+        f"pointmap={plugin.pointmap}", "--no-download", "--device", "cpu", "--no-previews", "--trust-task-code",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "photo.json").read_text(encoding="utf-8"))
+    assert doc["run"]["tasks"] == ["pointmap", "garment"] and doc["run"]["computed"] == ["pointmap"]
+    assert doc["task_layers"] == json.loads(cli_bundle.read_text(encoding="utf-8"))["task_layers"]
+    from sapiens2_studio.core.formats.bundle import read_bundle
+
+    np.testing.assert_array_equal(
+        read_bundle(out / "photo.json").extra["garment"]["id"], read_bundle(cli_bundle).extra["garment"]["id"]
+    )
+
+
 def test_python_api_gives_the_cli_layer(plugin, cli_bundle) -> None:
     script = """
 import sys
@@ -250,6 +268,38 @@ def test_comfyui_runs_the_plugin_task(plugin_server, comfy_harness, cli_bundle) 
     ids = read_bundle(cli_bundle).extra["garment"]["id"]
     shown = np.asarray(Image.open(mask).convert("L"))
     np.testing.assert_array_equal(shown > 127, ids > 0)  # the same classes as the CLI's (one engine)
+
+
+def test_comfyui_without_the_opt_in_says_how_to_trust_the_plugin(
+    comfy_host, plugin, comfy_harness, matrix, tmp_path
+) -> None:
+    """The same server environment without SAPIENS2_TRUST_TASKS: the plug-in is not run, and loading its
+    checkpoint says which variable trusts it. (One host: the message is core's, the same on both.)"""
+    if comfy_host != matrix.hosts[0]:
+        pytest.skip("checked on the first host of the matrix")
+    models = tmp_path / "models"
+    (models / "sapiens2").mkdir(parents=True)
+    shutil.copy(plugin.checkpoint, models / "sapiens2" / CHECKPOINT)
+    server = comfy_harness.ComfyServer(
+        comfy_host.checkout, comfy_host.python, tmp_path / "base", comfy_harness.free_port()
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SAPIENS2_TASK_MODULES", str(plugin.module_file))
+        mp.delenv("SAPIENS2_TRUST_TASKS", raising=False)
+        server.start(models)
+    try:
+        client = comfy_harness.Client(server.url)
+        client.upload_image(plugin.photo, comfy_harness.EXAMPLE_IMAGE)
+        options = client.get("/object_info/Sapiens2RunTask")["Sapiens2RunTask"]["input"]["required"]["task"]
+        assert "garment" not in json.dumps(options)
+        prompt = comfy_harness.load_json(WORKFLOW.with_name("garment_run_task.api.json"))
+        prompt["3"]["inputs"]["task"] = "auto (the model's task)"
+        error = comfy_harness.execution_error(client.run(prompt))
+        assert error is not None and error["node_type"] == "Sapiens2ModelLoader", error
+        assert "SAPIENS2_TRUST_TASKS=garment" in error["exception_message"], error["exception_message"]
+        assert "--trust-task-code" not in error["exception_message"]  # ComfyUI advice only
+    finally:
+        server.stop()
 
 
 def test_real_frontend_loads_the_workflow(plugin_server, comfy_host, chromium, browser_module, comfy_harness):
