@@ -39,6 +39,8 @@ class EventHost(Host):
                     size=getattr(loaded.spec, "size", None),
                     device=str(plan.device),
                     dtype=plan.dtype_name,
+                    runtime=loaded.runtime,  # "onnxruntime": with the execution provider that runs it
+                    **({"provider": loaded.model.provider} if loaded.runtime == "onnxruntime" else {}),
                 )
         return super().activate_all(models)
 

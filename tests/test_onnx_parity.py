@@ -248,7 +248,12 @@ def test_predict_with_onnxruntime_writes_the_same_bundle(exported, tiny_checkpoi
     photo = tmp_path / "person.jpg"
     shutil.copyfile(ASSET, photo)
     torch_frame = _predict(capsys, photo, tmp_path / "torch", tiny_checkpoints)
-    onnx_frame = _predict(capsys, photo, tmp_path / "onnx", exported, "--runtime", "onnxruntime")
+    onnx_frame = _predict(
+        capsys, photo, tmp_path / "onnx", exported, "--runtime", "onnxruntime", "--progress", "json"
+    )
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    loaded = [(e["task"], e["runtime"], e["provider"]) for e in events if e["event"] == "model_loaded"]
+    assert sorted(loaded) == sorted((t, "onnxruntime", "CPUExecutionProvider") for t in PREDICT_TASKS)
 
     # who ran each model is recorded; everything else about the run is the same
     for entry in onnx_frame.models:
