@@ -33,7 +33,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from .errors import StudioError
-from .transaction import signals_held, signals_held_after_commit
+
+
+def _transaction() -> Any:
+    """The transaction module, imported when a writer first needs it: the CLI's parser reads DEFAULT_WRITERS from
+    here and must stay free of numpy and torch (tests/test_architecture.py)."""
+    from . import transaction
+
+    return transaction
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -119,7 +127,9 @@ class OrderedWriter(Generic[R]):
     def submit(self, work: Callable[[], R], commit: Callable[[R], Any] | None = None) -> None:
         """Run `work()` (now, or on a writer thread); `commit(result)` follows on this thread, in order."""
         if self._pool is None:
-            with signals_held_after_commit():  # a stop held by the frame's commit waits for its callback too
+            with (
+                _transaction().signals_held_after_commit()
+            ):  # a stop held by the frame's commit waits for its callback too
                 result = work()
                 self._report(commit, result)
             return
@@ -145,7 +155,9 @@ class OrderedWriter(Generic[R]):
     @staticmethod
     def _report(commit: Callable[[R], Any] | None, result: R) -> None:
         if commit is not None:
-            with signals_held():  # a stop lands between two frames' callbacks, never inside one
+            with (
+                _transaction().signals_held()
+            ):  # a stop lands between two frames' callbacks, never inside one
                 commit(result)
 
     def drain(self) -> None:
@@ -157,7 +169,7 @@ class OrderedWriter(Generic[R]):
         """Leaving on a stop or an error: cancel the frames not started, wait for the running ones, then commit
         the written ones in order, up to the first that failed or never ran. SIGINT/SIGTERM stay held meanwhile
         (at most `workers` frames' writing), so a second Ctrl-C cannot drop a written frame's callback either."""
-        with signals_held():
+        with _transaction().signals_held():
             pending, self._pending = self._pending, deque()
             for future, _ in pending:
                 future.cancel()
