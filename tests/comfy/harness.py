@@ -301,13 +301,3 @@ def write_clip_frames(folder: Path, name: str, images) -> list[Path]:
         Image.fromarray(image).save(path)
         paths.append(path)
     return paths
-
-
-def write_clip_tiff(path: Path, images) -> Path:
-    """The same frames as one lossless multi-page TIFF: ComfyUI's LoadImage gives it as one IMAGE batch."""
-    from PIL import Image
-
-    pages = [Image.fromarray(image) for image in images]
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pages[0].save(path, save_all=True, append_images=pages[1:], compression="tiff_deflate")
-    return path

@@ -2,8 +2,8 @@
 pointmap scales and sequence bundles through `sapiens2 predict --smooth` and through ComfyUI's Pose (smooth) →
 Save Capture Bundle (smooth) in a real server; and a VIDEO of those frames gives what the IMAGE batch gives.
 
-The CLI reads the frames as numbered PNGs, ComfyUI as one multi-page TIFF of the same pixels (LoadImage gives it
-as one IMAGE batch); the boxes are the same per-frame boxes (the CLI's --boxes file, the test box source).
+The CLI reads the frames as numbered PNGs, ComfyUI the same PNGs through core LoadImage + ImageBatch (exact
+copies; a multi-page TIFF is one frame on 0.33.0, whose LoadImage decodes with PyAV first); the boxes are the same per-frame boxes (the CLI's --boxes file, the test box source).
 """
 
 from __future__ import annotations
@@ -60,13 +60,24 @@ def _bundle(image: list, pose: list, prefix: str, **extra) -> dict:
     }
 
 
-def _prompt(tiff: str, boxes: list) -> dict:
+def _frame_batch(names: list[str]) -> dict:
+    """Nodes giving the frames as one IMAGE batch, in order, as node "1": LoadImage each, ImageBatch them."""
+    nodes = {f"load{i}": {"class_type": "LoadImage", "inputs": {"image": n}} for i, n in enumerate(names)}
+    last = ["load0", 0]
+    for i in range(1, len(names)):
+        node = "1" if i == len(names) - 1 else f"batch{i}"
+        nodes[node] = {"class_type": "ImageBatch", "inputs": {"image1": last, "image2": [f"load{i}", 0]}}
+        last = [node, 0]
+    return nodes
+
+
+def _prompt(frames: list[str], boxes: list) -> dict:
     boxes_json = [
         [{"x": b[0], "y": b[1], "width": b[2] - b[0], "height": b[3] - b[1]} for b in frame]
         for frame in boxes
     ]
     return {
-        "1": {"class_type": "LoadImage", "inputs": {"image": tiff}},
+        **_frame_batch(frames),
         "2": _loader("pose"),
         "3": _loader("pointmap"),
         "4": {"class_type": "TestBoxSource", "inputs": {"boxes": json.dumps(boxes_json)}},
@@ -110,9 +121,9 @@ def runs(client, comfy_server, comfy_harness, tmp_path_factory):
     work = tmp_path_factory.mktemp("one_engine_sequence")
     images, boxes = comfy_harness.two_person_clip(FRAMES)
     paths = comfy_harness.write_clip_frames(work / "frames", "clip", images)
-    comfy_harness.write_clip_tiff(comfy_server.base / "input" / "clip.tiff", images)
+    inputs = comfy_harness.write_clip_frames(comfy_server.base / "input", "seqclip", images)
 
-    entry = client.run(_prompt("clip.tiff", boxes), timeout=900)
+    entry = client.run(_prompt([p.name for p in inputs], boxes), timeout=900)
     assert comfy_harness.execution_error(entry) is None, comfy_harness.execution_error(entry)
 
     boxes_file = work / "boxes.json"
@@ -126,8 +137,13 @@ def runs(client, comfy_server, comfy_harness, tmp_path_factory):
     assert main(argv) == 0
 
     def comfy_sequence(prefix: str):
-        (index,) = (comfy_server.base / "output" / "seq").glob(f"{prefix}_*.sequence.json")
-        return read_sequence(index)
+        found = sorted((comfy_server.base / "output").rglob(f"{prefix}_*.sequence.json"))
+        assert len(found) == 1, (
+            found,
+            sorted((comfy_server.base / "output").rglob("*"))[:20],
+            entry["outputs"],
+        )
+        return read_sequence(found[0])
 
     (cli_index,) = (work / "cli").rglob("*.sequence.json")
     outputs = entry["outputs"]
