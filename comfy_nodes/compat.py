@@ -25,6 +25,7 @@ PointmapData = io.Custom(t.POINTMAP)
 MattingData = io.Custom(t.MATTING)
 Lights = io.Custom(t.LIGHTS)
 PoseKeypoint = io.Custom(t.POSE_KEYPOINT)
+TaskResults = io.Custom(t.TASK_RESULTS)
 
 CATEGORY = "Sapiens2"
 _SCHEMA_FIELDS = (

@@ -18,6 +18,7 @@ from .compat import (
     PointmapData,
     PoseData,
     SegData,
+    TaskResults,
     file3d_output_type,
     frames_input,
     frames_of,
@@ -94,6 +95,12 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                     "block, as Nuke writes), none (fastest to write and read, ~2.5x the bytes).",
                 ),
                 smooth_input(),
+                TaskResults.Input(
+                    "task_results",
+                    optional=True,  # added later, last: saved workflows and API prompts keep working
+                    tooltip="Results of Sapiens2 Run Task (any registered task, e.g. a plug-in's): stored as "
+                    "that task stores them, e.g. its own declared bundle layer.",
+                ),
             ],
             outputs=[
                 io.String.Output(
@@ -120,11 +127,14 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         matting=None,
         exr_compression=DEFAULT_EXR_COMPRESSION,
         smooth=False,
+        task_results=None,
     ) -> io.NodeOutput:
         require_openexr()  # before any work
         image, video_fps = frames_of(image)
         host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
+        if isinstance(task_results, TaskBatch):  # Run Task's results: any registered task, plug-ins included
+            batches[task_results.task] = batches.get(task_results.task) or task_results
         height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip
         folder, name, subfolder = _output_target(filename_prefix, width, height)
         path, count = save_sequence_bundle(

@@ -18,9 +18,8 @@ from ..core.studio.task_views import task_views
 from ..core.studio.tasks import TaskOptions, run_tasks
 from ..core.tasks import registry
 from ..core.tasks.errors import TaskError
-from . import types as t
 from .comfy_host import ComfyHost
-from .compat import schema
+from .compat import TaskResults, schema
 from .errors import node_errors
 from .inputs import chunk_size_input, image_input, model_input
 
@@ -28,7 +27,6 @@ log = logging.getLogger("sapiens2")
 
 DISPLAY_NAME = "Sapiens2 Run Task"
 AUTO = "auto (the model's task)"
-TaskResults = io.Custom(t.TASK_RESULTS)
 
 
 def task_choices() -> list[str]:

@@ -74,7 +74,8 @@ EXPECTED = {
     "Sapiens2SaveCaptureBundle": (
         {"image": FRAMES, "filename_prefix": "STRING", "pose": "SAPIENS2_POSE", "seg": "SAPIENS2_SEG",
          "normals": "SAPIENS2_NORMAL", "albedo": IMG, "pointmap": "SAPIENS2_POINTMAP", "mask": MASK, "fps": "FLOAT",
-         "matting": "SAPIENS2_MATTING", "exr_compression": "COMBO", "smooth": "BOOLEAN"},
+         "matting": "SAPIENS2_MATTING", "exr_compression": "COMBO", "smooth": "BOOLEAN",
+         "task_results": "SAPIENS2_TASK_RESULTS"},
         ["STRING"],
     ),
     "Sapiens2ExportMesh": (

@@ -256,6 +256,15 @@ def test_comfyui_runs_the_plugin_task(plugin_server, comfy_harness, cli_bundle) 
     choices = options[1]["options"] if options[0] == "COMBO" else options[0]
     assert "garment" in choices and "seg" in choices, choices
     prompt = comfy_harness.load_json(WORKFLOW.with_name("garment_run_task.api.json"))
+    prompt["7"] = {  # and the capture bundle, with the task's own declared layer
+        "class_type": "Sapiens2SaveCaptureBundle",
+        "inputs": {
+            "image": ["1", 0],
+            "filename_prefix": "garment/capture",
+            "fps": 0.0,
+            "task_results": ["3", 2],
+        },
+    }
     entry = client.run(prompt)
     error = comfy_harness.execution_error(entry)
     assert error is None, f"{error['node_type']}: {error['exception_message']}" if error else ""
@@ -268,6 +277,11 @@ def test_comfyui_runs_the_plugin_task(plugin_server, comfy_harness, cli_bundle) 
     ids = read_bundle(cli_bundle).extra["garment"]["id"]
     shown = np.asarray(Image.open(mask).convert("L"))
     np.testing.assert_array_equal(shown > 127, ids > 0)  # the same classes as the CLI's (one engine)
+    (bundle,) = (plugin_server.base / "output" / "garment").glob("capture*.json")
+    saved_bundle = read_bundle(bundle)
+    np.testing.assert_array_equal(saved_bundle.extra["garment"]["id"], ids)
+    doc = json.loads(bundle.read_text(encoding="utf-8"))
+    assert doc["task_layers"] == json.loads(cli_bundle.read_text(encoding="utf-8"))["task_layers"]
 
 
 def test_comfyui_without_the_opt_in_says_how_to_trust_the_plugin(
