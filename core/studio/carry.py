@@ -42,10 +42,15 @@ def apply_carry(frame: CaptureFrame, old: CaptureFrame | None, carry: Sequence[s
         return
     for name in tasks_registry.run_order(t for t in carry if tasks_registry.has(t)):
         tasks_registry.get(name).carry(frame, old)
+    unknown = [t for t in carry if not tasks_registry.has(t)]
+    for name in unknown:  # a plug-in not installed or trusted now: its declared layers are kept as they are
+        for layer, spec in (old.task_layers or {}).items():
+            if (spec.get("task") if isinstance(spec, Mapping) else getattr(spec, "task", None)) == name:
+                frame.extra[layer], frame.task_layers[layer] = dict(old.extra[layer]), spec
     records = {m.get("task"): dict(m) for m in frame.models}
     records.update({m.get("task"): dict(m) for m in old.models if m.get("task") in carry})
     known = [t for t in records if isinstance(t, str) and tasks_registry.has(t)]
-    frame.models = [records[t] for t in tasks_registry.run_order(known)]
+    frame.models = [records[t] for t in (*tasks_registry.run_order(known), *unknown) if t in records]
 
 
 def people_from_doc(doc: Mapping[str, Any]) -> list[CapturePerson]:

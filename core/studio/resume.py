@@ -179,6 +179,13 @@ class Expectation:
         return settings
 
 
+def in_run_order(tasks: set[str]) -> tuple[str, ...]:
+    """`tasks` in the registry's run order; tasks it does not know (a frame's plug-in task whose plug-in is not
+    loaded now, carried as it is) after them, by name."""
+    known = tuple(t for t in tasks_registry.run_order() if t in tasks)
+    return (*known, *sorted(set(tasks) - set(known)))
+
+
 @dataclass
 class FramePlan:
     """What to do with one frame: `skip` (done and of this run), `relabel` (done, but committed by another run:
@@ -196,7 +203,7 @@ class FramePlan:
     def tasks(self) -> tuple[str, ...]:
         """The tasks the frame holds after this plan, in run order."""
         held = set(self.compute) | set(self.carry)
-        return tuple(t for t in tasks_registry.run_order() if t in held)
+        return in_run_order(held)
 
 
 def committed_bundle(folder: Path, name: str) -> tuple[dict[str, Any] | None, str]:
@@ -286,7 +293,7 @@ def plan_frame(
         doc, why = None, "it was made from another input"
     if doc is not None and is_pending(doc) and not (accept_pending and run.get("id") == run_id):
         doc, why = None, "its temporal pass is pending (a chunk of another run made it)"
-    existing = {t for t in run.get("tasks", []) if tasks_registry.has(t)} if doc is not None else set()
+    existing = {str(t) for t in run.get("tasks", [])} if doc is not None else set()  # plug-ins not loaded too
     held = requested | (set() if expect.clean else existing)
     settings = {t: expect.task_settings(t, held) for t in held}
     verified: set[str] = set()
@@ -309,8 +316,8 @@ def plan_frame(
         if tasks_registry.has(t) and tasks_registry.get(t).follows(computed, expect.boxes_given)
     }
     carry = (verified - compute) | (set() if expect.clean else existing - requested)
-    ordered = tuple(t for t in tasks_registry.run_order() if t in compute)
-    carried = tuple(t for t in tasks_registry.run_order() if t in carry)
+    ordered = in_run_order(compute)
+    carried = in_run_order(carry)
     outputs = run.get("outputs") or {}
     outputs_ok = sidecars_ok and (
         (outputs.get("previews") or not expect.outputs.get("previews"))

@@ -184,11 +184,25 @@ def test_cli_writes_the_declared_layer(cli_bundle) -> None:
 
 
 def test_a_rerun_of_other_tasks_keeps_the_plugin_layer(plugin, cli_bundle, tmp_path) -> None:
+    """Re-running only the pointmap, the plug-in not trusted now: the frame keeps the garment layer, its
+    declaration and its model record (nothing of a task is dropped because its code is not loaded)."""
     out = tmp_path / "rerun"
     shutil.copytree(cli_bundle.parent, out)
+    # without the opt-in: the plug-in does not run, its layer is kept as it is
     proc = plugin.run(
-        plugin.sapiens2, "predict", plugin.photo, "--out", out, "--tasks", "pointmap", "--checkpoint",
-        f"pointmap={plugin.pointmap}", "--no-download", "--device", "cpu", "--no-previews", "--trust-task-code",
+        plugin.sapiens2,
+        "predict",
+        plugin.photo,
+        "--out",
+        out,
+        "--tasks",
+        "pointmap",
+        "--checkpoint",
+        f"pointmap={plugin.pointmap}",
+        "--no-download",
+        "--device",
+        "cpu",
+        "--no-previews",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "photo.json").read_text(encoding="utf-8"))
