@@ -175,8 +175,12 @@ def _targets() -> list[tuple[Any, str, str, str | None]]:
         (bundle, "write_exr", "bundle.exr", None),
         (bundle, "write_exr_bands", "bundle.exr", None),
     ]
-    for name in tasks.PREDICTORS:
-        targets.append((tasks.PREDICTORS, name, "{task}.other", name))
+    if hasattr(tasks, "PREDICTORS"):  # versions before the task registry (issue 27)
+        for name in tasks.PREDICTORS:
+            targets.append((tasks.PREDICTORS, name, "{task}.other", name))
+    else:  # each registered task's predict (core/tasks), what run_tasks calls per batch
+        for task in module("tasks.registry").all_tasks():
+            targets.append((type(task), "predict", "{task}.other", task.name))
     return targets
 
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 from PIL import Image
 from sapiens2_studio.cli.main import main
-from sapiens2_studio.core.pipeline.predict import PREDICTORS
 from sapiens2_studio.core.pipeline.results import NormalResult, PointmapResult
 from sapiens2_studio.core.studio import Host, TaskBatch, capture_frames
 from sapiens2_studio.core.studio.checks import WARN_NORMALS_FLIPPED
+from sapiens2_studio.core.tasks import registry as tasks_registry
 from sapiens2_studio.core.testing.scenes import ellipsoid_scene
 
 pytest.importorskip("OpenEXR")
@@ -38,15 +38,16 @@ def scene_predictors(request, monkeypatch):
     scene, normals = _scene(request.param)
     mask = torch.from_numpy(scene.mask)
 
-    def normal(model, images, **options):
+    def normal(self, module, images, ctx):
         return [NormalResult(torch.from_numpy(normals), mask) for _ in range(len(images))]
 
-    def pointmap(model, images, **options):
+    def pointmap(self, module, images, ctx):
         points = torch.from_numpy(scene.points.astype(np.float32))
         return [PointmapResult(points, 1.0, scene.intrinsics, mask) for _ in range(len(images))]
 
-    monkeypatch.setitem(PREDICTORS, "normal", normal)
-    monkeypatch.setitem(PREDICTORS, "pointmap", pointmap)
+    # the tasks' own predict, which run_tasks calls for every engine and front-end
+    monkeypatch.setattr(type(tasks_registry.get("normal")), "predict", normal)
+    monkeypatch.setattr(type(tasks_registry.get("pointmap")), "predict", pointmap)
     return request.param
 
 
