@@ -383,6 +383,17 @@ class SAPIENS2_OT_predict(bpy.types.Operator):
             return {"PASS_THROUGH"}
         return self._end(context, session)
 
+    def cancel(self, context):
+        """Blender ends the operator itself (another file is opened, Blender quits): stop the engine as Stop
+        would, so it never runs on unwatched."""
+        global SESSION
+        if self._session is not None:
+            self._session.cancel()
+        if self._timer is not None:
+            context.window_manager.event_timer_remove(self._timer)
+            self._timer = None
+        SESSION = None
+
     def _end(self, context, session):
         global SESSION
         context.window_manager.event_timer_remove(self._timer)

@@ -144,6 +144,7 @@ def test_an_image_is_predicted_and_imported_like_the_cli_output(predict, referen
     import bpy
 
     settings.filepath = str(DATA / "photo.png")
+    settings.import_rig, settings.rig_naming = True, "RIGIFY"  # a one-frame rig, Rigify metarig names
     assert bpy.ops.sapiens2.predict() == {"FINISHED"}
     session, outcome = ops.LAST["session"], ops.LAST["outcome"]
     assert options_of(session.argv, [str(DATA / "photo.png")]) == reference["options"]
@@ -151,10 +152,12 @@ def test_an_image_is_predicted_and_imported_like_the_cli_output(predict, referen
     assert kinds(events) == ["start", "model_loaded", "model_loaded", "frame", "finished"]
     assert events[-1]["frames"] == 1 and outcome.exit_code == 0
     assert {o.type for o in bpy.data.objects} >= {"MESH", "ARMATURE", "CAMERA"}
+    rigs = [o for o in bpy.data.objects if o.type == "ARMATURE" and "spine.001" in o.data.bones]
+    assert rigs and {"hand.L", "hand.R", "heel.02.L"} <= set(rigs[0].data.bones.keys())
     assert sorted(ops.LAST["imported"]) == sorted(o.name for o in bpy.data.objects)
     ours = snapshot(bpy)
     assert (out / "photo.json").is_file()
-    assert_same(ours, import_reference(bpy, "photo.json"), "photo")
+    assert_same(ours, import_reference(bpy, "photo.json", import_rig=True, rig_naming="RIGIFY"), "photo")
     assert "sapiens2_studio" not in sys.modules and "torch" not in sys.modules
 
 
