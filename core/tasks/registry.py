@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import pkgutil
 import sys
 from collections.abc import Iterable
 from importlib import metadata
@@ -32,8 +33,8 @@ MODULES_ENV = "SAPIENS2_TASK_MODULES"
 TRUST_ENV = "SAPIENS2_TRUST_TASKS"
 TRUST_FLAG = "--trust-task-code"
 
-# The built-in task modules, in the order users see the tasks listed.
-_BUILTIN_MODULES = ("pose", "seg", "normal", "albedo", "pointmap", "matting")
+# Modules of this package that hold no task (the built-in tasks are every other module: a new one is its own file).
+_SUPPORT_MODULES = ("base", "errors", "registry", "sizes", "values")
 
 _tasks: dict[str, Task] = {}
 _refused: dict[str, str] = {}  # plug-in trust key → why it was not loaded
@@ -46,8 +47,11 @@ def _ensure_builtins() -> None:
     if _builtins_done:
         return
     _builtins_done = True
-    for name in _BUILTIN_MODULES:
-        module = importlib.import_module(f"{__package__}.{name}")
+    package = importlib.import_module(__package__)
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.name in _SUPPORT_MODULES:
+            continue
+        module = importlib.import_module(f"{__package__}.{info.name}")
         for task in _tasks_of_module(module):
             register(task)
 
