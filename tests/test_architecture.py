@@ -112,7 +112,7 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 # - core/formats/bundle.py, core/formats/usd.py: the file formats name their built-in layers (format spec);
 # - core/onnx/metadata.py, core/testing/synthetic.py: the exporter's per-head metadata and synthetic test models;
 # - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
-# - the rest are left to rewire (temporal smoothing of pose/pointmap, selftest, sequence, job, the
+# - the rest are left to rewire (temporal smoothing of pose/pointmap, selftest, sequence, the
 #   ComfyUI task nodes' own task).
 TASK_NAME_ALLOWED = {
     "core/arch/heads/dense.py": 1,
@@ -123,7 +123,6 @@ TASK_NAME_ALLOWED = {
     "core/onnx/metadata.py": 6,
     "core/pipeline/predict.py": 1,
     "core/studio/capture.py": 3,
-    "core/studio/job.py": 1,
     "core/studio/selftest.py": 4,
     "core/studio/sequence.py": 2,
     "core/studio/temporal.py": 14,

@@ -164,8 +164,10 @@ class JobSpec:
                 raise StudioError(
                     f"unknown mesh format {self.mesh!r}; choose one of {', '.join(MESH_FORMATS)}"
                 )
-            if "pointmap" not in self.tasks:
-                raise StudioError("a mesh needs the pointmap task; add pointmap to the tasks")
+            # the tasks whose data a mesh is made of
+            meshed = [t.name for t in tasks_registry.all_tasks() if t.mesh]
+            if not any(t in meshed for t in self.tasks):
+                raise StudioError(f"a mesh needs the {meshed[0]} task; add {meshed[0]} to the tasks")
         if self.runtime not in RUNTIMES:
             raise StudioError(
                 f"unknown runtime {self.runtime!r}; choose one of {', '.join(RUNTIMES)}",
