@@ -111,5 +111,5 @@ def test_predict_usd_refuses_before_any_model_loads(
     monkeypatch.setattr(builtins, "__import__", no_pxr)
     rc, err = _predict(capsys, [still], tmp_path / "out2", tiny_checkpoints, "--usd", "usda")
     assert rc == 2, err
-    assert "--usd: USD export needs Pixar's usd-core" in err and "sapiens2-studio[usd]" in err
+    assert "--usd: USD export needs Pixar's 'usd-core' package" in err and "sapiens2-studio[usd]" in err
     assert not (tmp_path / "out2" / "still.json").exists()
