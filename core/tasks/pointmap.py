@@ -5,23 +5,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Layer, PredictContext, Preview, StoreContext, Task
+from .base import Layer, Preview, StoreContext
+from .dense import DenseMapTask
 from .sizes import RELEASED_SIZES
-from .values import dense_masks, map_size, nonfinite_in
+from .values import nonfinite_in
 
 
-class PointmapTask(Task):
+class PointmapTask(DenseMapTask):
     name = "pointmap"
     label = "pointmap / depth"
     batch_field = "pointmap"
     run_rank = 50
     list_rank = 50
-    needs = ("seg",)
     released = RELEASED_SIZES
     default_in_cli = True
     builtin = True
     output_conv = "conv_pointmap"
-    head_kind = "dense"
     layers = (
         Layer(
             "pointmap",
@@ -35,22 +34,9 @@ class PointmapTask(Task):
     json_fields = ("camera", "pointmap_scale")
     temporal = True
     mesh = True  # the mesh export is made from its points
-
-    def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
-        from ..pipeline.predict import predict_pointmap
-
-        return predict_pointmap(
-            module,
-            images,
-            batch_size=len(images),
-            seg=dense_masks(ctx),
-            output_device=ctx.output_device,
-            bands_above=ctx.bands_above,
-            should_stop=ctx.should_stop,
-        )
-
-    def result_size(self, result: Any) -> tuple[int, int] | None:
-        return map_size(result.points)
+    predictor = "predict_pointmap"
+    result_field = "points"
+    frame_field = "points"
 
     def nonfinite(self, result: Any) -> int:
         import numpy as np

@@ -34,7 +34,7 @@ TRUST_ENV = "SAPIENS2_TRUST_TASKS"
 TRUST_FLAG = "--trust-task-code"
 
 # Modules of this package that hold no task (the built-in tasks are every other module: a new one is its own file).
-_SUPPORT_MODULES = ("base", "errors", "registry", "sizes", "values")
+_SUPPORT_MODULES = ("base", "dense", "errors", "registry", "sizes", "values")
 
 _tasks: dict[str, Task] = {}
 _refused: dict[str, str] = {}  # plug-in trust key → why it was not loaded
