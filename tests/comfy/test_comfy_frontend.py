@@ -72,7 +72,12 @@ def test_saved_widget_values_stay_in_place_and_sockets_stay_sockets(name, page, 
     for node in _executed(workflow):
         now = saved[str(node["id"])]
         values = now["widgets_values"] if now["widgets_values"] is not None else []  # no widgets: omitted
-        assert values == node["widgets_values"], (node["type"], now["widgets"])
+        # a newer core may append a widget to its own node (0.33.0's CreateVideo: bit_depth), filled with its
+        # default: nothing shifts; this pack's nodes must match exactly
+        expected = node["widgets_values"]
+        if not node["type"].startswith("Sapiens2"):
+            values = values[: len(expected)]
+        assert values == expected, (node["type"], now["widgets"])
         sockets = {i["name"] for i in node["inputs"] if "widget" not in i}
         assert not sockets & set(now["widgets"]), (node["type"], sockets & set(now["widgets"]))
         if node["type"] == "Sapiens2Pose":

@@ -165,8 +165,11 @@ class Graph:
             x = 40 + n.column * 380
             y = rows.get(n.column, 40.0)
             height = 40 + 24 * (len(widgets) + max(len(ui_inputs), len(info["output"])))
-            if n.class_type in ("LoadImage", "SaveImage", "PreviewImage") or info.get("output_node"):
+            previews = ("LoadImage", "LoadVideo", "SaveImage", "PreviewImage")
+            if n.class_type in previews or info.get("output_node"):
                 height += 240  # room for the image / text preview the frontend draws inside the node
+            if n.class_type == "LoadVideo":
+                height += 200  # a video player is taller (its controls)
             rows[n.column] = y + height + 50
             ui_nodes.append(
                 {
