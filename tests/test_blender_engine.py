@@ -214,8 +214,9 @@ def test_an_engine_stops_when_blender_dies(tmp_path):
     flag = tmp_path / "stopped"
     engine.write_text(
         "import pathlib, sys, time\n"
-        'print(\'{"event": "start", "t": 0}\', flush=True)\n'
-        "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+        "try:\n"  # the start event inside: a stop may come as soon as Blender has read it
+        '    print(\'{"event": "start", "t": 0}\', flush=True)\n'
+        "    time.sleep(60)\nexcept KeyboardInterrupt:\n"
         f"    pathlib.Path({str(flag)!r}).write_text('SIGINT')\n    sys.exit(130)\n"
     )
     blender = (
