@@ -109,7 +109,6 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 # modules (core/tasks) or reads the registry; a count may only go down. Kept apart on purpose:
 # - core/arch: the head architectures per official task (a new head kind is the one change outside its module);
 # - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
-# - core/formats/usd.py: the USD export names its built-in primvars (format spec);
 # - core/onnx/metadata.py, core/testing/synthetic.py: the exporter's per-head metadata and synthetic test models;
 # - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
 # - the rest are left to rewire (temporal smoothing of pose/pointmap, selftest, sequence, the
@@ -118,7 +117,6 @@ TASK_NAME_ALLOWED = {
     "core/arch/heads/dense.py": 1,
     "core/arch/heads/heatmap.py": 1,
     "core/arch/presets.py": 6,
-    "core/formats/usd.py": 1,
     "core/onnx/metadata.py": 6,
     "core/pipeline/predict.py": 1,
     "core/studio/capture.py": 3,

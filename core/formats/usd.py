@@ -3,7 +3,7 @@
 Why USD: VFX pipelines (Houdini, Maya, Katana, Unreal, Omniverse, Blender) move assets as USD, and Pixar's own
 `usd-core` (the optional `usd` extra) writes it. Layout, units and primvars: docs/formats.md §6.
 
-Frame, converted once here (`OPENCV_TO_USD`): the stage is Y-up, metres (`metersPerUnit` 1); the camera sits at the
+Frame, converted once (`usd_scene.OPENCV_TO_USD`): the stage is Y-up, metres (`metersPerUnit` 1); the camera sits at the
 origin with no transform and, as every USD camera, looks down −Z with +Y up, so the bundle's OpenCV camera frame
 (x right, y down, z forward) becomes (x, −y, −z) — a 180° rotation about x (winding kept), the same frame as the
 GLB/PLY export. Time codes are the bundle's frame numbers at the sequence's frame rate.
@@ -23,19 +23,27 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .arrays import host_array
-from .bundle import CaptureFrame, CapturePerson, default_camera, metadata_tables, read_bundle
-from .bundle import _sample_points as sample_points  # the bundle's keypoint → 3D rule, shared
-from .errors import FormatError
-from .exr import srgb_to_linear
-from .mesh import OPENCV_TO_FILE, pointmap_to_mesh, vertex_pixels
-from .sequence import read_sequence
+from .bundle import CaptureFrame, CapturePerson
+from .usd_scene import (
+    OPENCV_TO_USD,
+    PRIMVARS,
+    JointTree,
+    MeshData,
+    Track,
+    UsdExportError,
+    camera_lens,
+    camera_of,
+    filled,
+    frames_of,
+    joint_tree,
+    keypoints_3d,
+    mesh_data,
+)
 
 __all__ = [
     "FPS_ATTRIBUTE",
@@ -51,20 +59,10 @@ __all__ = [
     "write_usd",
 ]
 
-# OpenCV camera frame → the stage's frame (USD camera: looks down −Z, +Y up): (x, y, z) → (x, −y, −z).
-OPENCV_TO_USD = OPENCV_TO_FILE
 ROOT = "/Capture"
 USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
 FPS_ATTRIBUTE = "userProperties:sapiens2:framesPerSecond"  # the rate again, for Blender (see _author)
-# A 36 mm film back across the image width. USD measures focal length and apertures in tenths of a scene unit
-# (UsdGeomCamera; Blender's importer and exporter follow it), so with metres as the unit 36 mm is 0.36.
-_FILM_BACK_MM = 36.0
-_TENTH_UNIT_MM = 100.0  # one tenth of a metre
 _DEFAULT_CLIP = (0.01, 100.0)
-
-
-class UsdExportError(FormatError):
-    """A capture cannot be written as USD (usd-core missing, nothing to export, a bad target path)."""
 
 
 def require_pxr() -> Any:
@@ -98,263 +96,6 @@ class UsdSummary:
     people: int
     vertices: int  # in the largest frame's mesh
     clip_files: list[Path] = field(default_factory=list)
-
-
-# ------------------------------------------------------------------------------------------- skeleton topology
-
-
-@dataclass(frozen=True)
-class JointTree:
-    """The USD skeleton of the 308 keypoints, in joint order (every parent before its children, as UsdSkel
-    requires): `paths[j]` names joint j with all its ancestors, `parents[j]` is its parent joint (−1: the root),
-    `keypoints[j]` the bundle keypoint index it carries."""
-
-    paths: tuple[str, ...]
-    parents: tuple[int, ...]
-    keypoints: tuple[int, ...]
-
-
-@lru_cache(maxsize=1)
-def joint_tree() -> JointTree:
-    """The joint hierarchy: the root is the neck; the bundle's skeleton links (less the ear–shoulder and
-    shoulder–shoulder ones, which would close loops) give the body, feet and hands; elbow and shoulder landmarks
-    hang from their joint, the face points from the nose. USD joint paths name every ancestor
-    (`neck/left_shoulder/left_elbow`)."""
-    names, links, _ = metadata_tables()
-    index = {n: i for i, n in enumerate(names)}
-    skipped = {frozenset(("left_ear", "left_shoulder")), frozenset(("right_ear", "right_shoulder"))}
-    skipped.add(frozenset(("left_shoulder", "right_shoulder")))
-    neighbours: dict[int, list[int]] = {i: [] for i in range(len(names))}
-    for a, b in links:
-        if frozenset((names[a], names[b])) not in skipped:
-            neighbours[a].append(b)
-            neighbours[b].append(a)
-    root = index["neck"]
-    parent = [-2] * len(names)
-    parent[root] = -1
-    queue = [index["nose"], index["left_shoulder"], index["right_shoulder"]]
-    for child in queue:
-        parent[child] = root
-    while queue:
-        current = queue.pop(0)
-        for nxt in neighbours[current]:
-            if parent[nxt] == -2:
-                parent[nxt] = current
-                queue.append(nxt)
-    for i, name in enumerate(names):
-        if parent[i] != -2:
-            continue
-        side = "left" if name.startswith("left_") else "right"
-        if "olecranon" in name or "cubital_fossa" in name:
-            parent[i] = index[f"{side}_elbow"]
-        elif "acromion" in name:
-            parent[i] = index[f"{side}_shoulder"]
-        else:
-            parent[i] = index["nose"]
-    paths: list[str] = [""] * len(names)
-
-    def path_of(i: int) -> str:
-        if not paths[i]:
-            paths[i] = names[i] if parent[i] < 0 else f"{path_of(parent[i])}/{names[i]}"
-        return paths[i]
-
-    for i in range(len(names)):
-        path_of(i)
-    order = sorted(range(len(names)), key=lambda i: (paths[i].count("/"), i))  # parents first
-    joint_of = {k: j for j, k in enumerate(order)}
-    return JointTree(
-        paths=tuple(paths[k] for k in order),
-        parents=tuple(-1 if parent[k] < 0 else joint_of[parent[k]] for k in order),
-        keypoints=tuple(order),
-    )
-
-
-# ------------------------------------------------------------------------------------------- frames → data
-
-
-def _frames_of(source: Any) -> tuple[Iterator[CaptureFrame], float | None, str]:
-    """(frames, fps or None, name) from a bundle or sequence JSON path, a CaptureFrame or an iterable."""
-    if isinstance(source, CaptureFrame):
-        return iter([source]), None, source.name or "capture"
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if path.name.endswith(".sequence.json"):
-            seq = read_sequence(path)
-            if not len(seq):
-                raise UsdExportError(f"{path}: the sequence lists no frames; nothing to export")
-            return iter(seq), seq.fps, seq.name
-        if path.suffix.lower() == ".json":
-            frame = read_bundle(path)
-            return iter([frame]), None, frame.name or path.stem
-        raise UsdExportError(
-            f"{path}: give a capture bundle (<name>.json) or a sequence index (<name>.sequence.json)"
-        )
-    return iter(source), None, "capture"
-
-
-def _camera_of(frame: CaptureFrame) -> dict[str, float]:
-    cam = frame.camera or default_camera(frame.width, frame.height)
-    try:
-        return {k: float(cam[k]) for k in ("fx", "fy", "cx", "cy")}
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsdExportError(
-            f"frame {frame.name or frame.frame}: camera needs fx, fy, cx, cy ({exc})"
-        ) from exc
-
-
-def camera_lens(camera: dict[str, float], width: int, height: int) -> dict[str, float]:
-    """USD camera values (tenths of a metre) reproducing pinhole intrinsics on a `width` × `height` image.
-
-    A USD camera projects x / −z = (u_ndc · aperture / 2 + offset) / focal, so the image centre sits at
-    offset / focal; OpenCV puts it at (W/2 − cx) / fx across and, with y flipped, (cy − H/2) / fy up."""
-    fx, fy, cx, cy = camera["fx"], camera["fy"], camera["cx"], camera["cy"]
-    if not all(math.isfinite(v) for v in (fx, fy, cx, cy)) or fx <= 0 or fy <= 0:
-        raise UsdExportError(f"camera intrinsics must be finite with fx, fy > 0, got {camera}")
-    horizontal = _FILM_BACK_MM / _TENTH_UNIT_MM
-    focal = fx * horizontal / width
-    return {
-        "focalLength": focal,
-        "horizontalAperture": horizontal,
-        "verticalAperture": focal * height / fy,
-        "horizontalApertureOffset": focal * (width / 2.0 - cx) / fx,
-        "verticalApertureOffset": focal * (cy - height / 2.0) / fy,
-    }
-
-
-@dataclass
-class _MeshData:
-    """One frame's mesh in the stage's frame, with its per-vertex primvars (numpy arrays)."""
-
-    points: np.ndarray
-    indices: np.ndarray
-    normals: np.ndarray
-    st: np.ndarray
-    primvars: dict[str, np.ndarray]  # name → values (see _PRIMVARS)
-
-
-# primvar name → (Sdf value type name, role). All have vertex interpolation.
-_PRIMVARS = {
-    "displayColor": "Color3fArray",
-    "displayOpacity": "FloatArray",
-    "albedo": "Color3fArray",
-    "bodyPartId": "IntArray",
-}
-
-
-def _vertex_normals(points: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """Area-weighted vertex normals of a triangle mesh (for vertices without a stored normal)."""
-    out = np.zeros_like(points, dtype=np.float64)
-    if len(faces):
-        p = points.astype(np.float64)
-        a, b, c = p[faces[:, 0]], p[faces[:, 1]], p[faces[:, 2]]
-        face_n = np.cross(b - a, c - a)
-        for k in range(3):
-            np.add.at(out, faces[:, k], face_n)
-    return out
-
-
-def _unit_normals(stored: np.ndarray | None, points: np.ndarray, faces: np.ndarray) -> np.ndarray:
-    """Unit normals in the stage's frame: the bundle's where it has one, else from the faces, else facing the
-    camera (+z), so every vertex has a unit normal."""
-    n = np.zeros_like(points, dtype=np.float64) if stored is None else stored.astype(np.float64)
-    length = np.linalg.norm(n, axis=1)
-    missing = ~(length > 1e-6)
-    if missing.any():
-        n[missing] = _vertex_normals(points, faces)[missing]
-        length = np.linalg.norm(n, axis=1)
-        still = ~(length > 1e-12)
-        n[still] = (0.0, 0.0, 1.0)
-        length[still] = 1.0
-    return (n / length[:, None]).astype(np.float32)
-
-
-def _mesh_data(frame: CaptureFrame, max_edge_ratio: float) -> _MeshData | None:
-    """The frame's pointmap triangulated by the GLB/PLY rule (mesh.pointmap_to_mesh), in the stage's frame."""
-    if frame.points is None:
-        return None
-    points = np.asarray(frame.points, dtype=np.float32)
-    mask = frame.mask
-    mesh = pointmap_to_mesh(points, mask=mask, normals=frame.normals, max_edge_ratio=max_edge_ratio)
-    valid = vertex_pixels(points, mask)
-    rows, cols = np.nonzero(valid)
-    height, width = valid.shape
-    pts = np.ascontiguousarray(mesh.vertices * OPENCV_TO_USD)
-    stored = None if mesh.normals is None else mesh.normals * OPENCV_TO_USD
-    st = np.stack([(cols + 0.5) / width, 1.0 - (rows + 0.5) / height], axis=1).astype(np.float32)
-    primvars: dict[str, np.ndarray] = {}
-    if frame.image is not None:
-        primvars["displayColor"] = _linear_rgb(frame.image)[valid]
-    if frame.alpha is not None:
-        primvars["displayOpacity"] = np.clip(np.asarray(frame.alpha, np.float32)[valid], 0.0, 1.0)
-    if frame.albedo is not None:
-        primvars["albedo"] = _linear_rgb(frame.albedo)[valid]
-    if frame.seg is not None:
-        primvars["bodyPartId"] = np.asarray(frame.seg)[valid].astype(np.int32)
-    return _MeshData(
-        pts,
-        np.ascontiguousarray(mesh.faces.astype(np.int32).reshape(-1)),
-        _unit_normals(stored, pts, mesh.faces.astype(np.int64)),
-        st,
-        primvars,
-    )
-
-
-def _linear_rgb(image: np.ndarray) -> np.ndarray:
-    """sRGB-encoded (float 0..1 or uint8) colour → scene-linear float32 RGB, as USD colour primvars are."""
-    arr = np.asarray(image)
-    if arr.ndim == 2:
-        arr = np.repeat(arr[..., None], 3, axis=2)
-    arr = arr[..., :3]
-    values = arr.astype(np.float32) / 255.0 if arr.dtype == np.uint8 else arr.astype(np.float32)
-    return srgb_to_linear(np.clip(values, 0.0, 1.0)).astype(np.float32)
-
-
-# ------------------------------------------------------------------------------------------------ people
-
-
-@dataclass
-class _Track:
-    """One person over the sequence: joint positions (stage frame) per time code, NaN rows where unknown."""
-
-    key: int
-    times: list[float] = field(default_factory=list)
-    positions: list[np.ndarray] = field(default_factory=list)
-    scores: list[np.ndarray] = field(default_factory=list)
-
-
-def _keypoints_3d(person: CapturePerson, frame: CaptureFrame) -> np.ndarray | None:
-    """The person's (308, 3) keypoints in the camera frame: the bundle's, or, for frames built in memory (ComfyUI,
-    the Python API), sampled from the frame's points by the bundle writer's own rule, so a stage written from
-    memory holds the same joints as one written from the bundle of the same frame."""
-    if person.keypoints_3d is not None:
-        return np.asarray(person.keypoints_3d, np.float64)
-    if frame.points is None:
-        return None
-    keypoints = np.asarray(person.keypoints, np.float32)
-    return sample_points(np.asarray(host_array(frame.points)), keypoints).astype(np.float64)
-
-
-def _filled(positions: np.ndarray) -> np.ndarray:
-    """(T, J, 3) in joint order with NaN rows → every joint at its nearest known position in time (earlier first), joints never
-    known at their parent's position: USD joints always have a transform; `sapiens2:keypointValid` says which
-    are measured."""
-    out = positions.copy()
-    count = out.shape[0]
-    for j in range(out.shape[1]):
-        known = np.flatnonzero(np.isfinite(out[:, j]).all(axis=1))
-        if len(known) == 0 or len(known) == count:
-            continue
-        nearest = known[np.clip(np.searchsorted(known, np.arange(count), side="right") - 1, 0, None)]
-        after = known[np.clip(np.searchsorted(known, np.arange(count)), None, len(known) - 1)]
-        before_ok = nearest <= np.arange(count)
-        take = np.where(before_ok, nearest, after)
-        out[:, j] = out[take, j]
-    parents = joint_tree().parents
-    for j in range(out.shape[1]):  # joint order: a parent is filled before its children
-        unknown = ~np.isfinite(out[:, j]).all(axis=1)
-        if unknown.any():
-            out[unknown, j] = 0.0 if parents[j] < 0 else out[unknown, parents[j]]
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -445,7 +186,7 @@ def _author(pxr, Sdf, Usd, UsdGeom, UsdSkel, Vt, frames, stage_path, clip_dir, c
     mesh_path = f"{ROOT}/Pointmap/Mesh"
     clips: list[tuple[float, str]] = []
     declared: dict[str, str] = {}
-    tracks: dict[int, _Track] = {}
+    tracks: dict[int, Track] = {}
     cameras: list[tuple[float, dict[str, float]]] = []
     depth_range = [math.inf, 0.0]
     size: tuple[int, int] | None = None
@@ -468,8 +209,8 @@ def _author(pxr, Sdf, Usd, UsdGeom, UsdSkel, Vt, frames, stage_path, clip_dir, c
         if times and time <= times[-1]:
             raise UsdExportError(f"frame numbers must increase, got {int(time)} after {int(times[-1])}")
         times.append(time)
-        cameras.append((time, camera_lens(_camera_of(frame), frame.width, frame.height)))
-        data = _mesh_data(frame, max_edge_ratio)
+        cameras.append((time, camera_lens(camera_of(frame), frame.width, frame.height)))
+        data = mesh_data(frame, max_edge_ratio)
         if data is not None:
             max_vertices = max(max_vertices, len(data.points))
             if len(data.points):
@@ -487,8 +228,8 @@ def _author(pxr, Sdf, Usd, UsdGeom, UsdSkel, Vt, frames, stage_path, clip_dir, c
         for index_in_frame, raw in enumerate(frame.people):
             person = CapturePerson.coerce(raw, index_in_frame)
             key = int(person.track_id) if person.track_id is not None else index_in_frame
-            track = tracks.setdefault(key, _Track(key))
-            kp3d = _keypoints_3d(person, frame)
+            track = tracks.setdefault(key, Track(key))
+            kp3d = keypoints_3d(person, frame)
             positions = np.full((308, 3), np.nan) if kp3d is None else kp3d * OPENCV_TO_USD
             track.times.append(time)
             track.positions.append(positions)
@@ -538,7 +279,7 @@ def _define_mesh(stage, UsdGeom, Usd, mesh_path: str):
     return mesh.GetPrim()
 
 
-def _set_mesh(UsdGeom, Vt, mesh, data: _MeshData, time, declared: dict[str, str]) -> None:
+def _set_mesh(UsdGeom, Vt, mesh, data: MeshData, time, declared: dict[str, str]) -> None:
     """Author one frame's mesh values at `time` (the default time for a single frame)."""
     points = Vt.Vec3fArray.FromNumpy(data.points)
     mesh.CreatePointsAttr().Set(points, time)
@@ -560,16 +301,16 @@ def _set_mesh(UsdGeom, Vt, mesh, data: _MeshData, time, declared: dict[str, str]
     st.Set(Vt.Vec2fArray.FromNumpy(data.st), time)
     declared.setdefault("primvars:st", "texCoord2f[]")
     for name, values in data.primvars.items():
-        type_name = getattr(Sdf.ValueTypeNames, _PRIMVARS[name])
+        type_name = getattr(Sdf.ValueTypeNames, PRIMVARS[name])
         primvar = api.CreatePrimvar(name, type_name, UsdGeom.Tokens.vertex)
         converter = {"Color3fArray": Vt.Vec3fArray, "FloatArray": Vt.FloatArray, "IntArray": Vt.IntArray}
-        primvar.Set(converter[_PRIMVARS[name]].FromNumpy(np.ascontiguousarray(values)), time)
+        primvar.Set(converter[PRIMVARS[name]].FromNumpy(np.ascontiguousarray(values)), time)
         declared.setdefault(f"primvars:{name}", str(type_name))
     for attr in ("points", "faceVertexCounts", "faceVertexIndices", "normals", "extent"):
         declared.setdefault(attr, str(mesh.GetPrim().GetAttribute(attr).GetTypeName()))
 
 
-def _write_clip(Usd, UsdGeom, Vt, path: Path, mesh_path: str, data: _MeshData, time: float, declared) -> None:
+def _write_clip(Usd, UsdGeom, Vt, path: Path, mesh_path: str, data: MeshData, time: float, declared) -> None:
     """One frame's mesh as its own crate layer (a value clip), written and released at once."""
     clip = Usd.Stage.CreateNew(str(path))
     mesh = UsdGeom.Mesh.Define(clip, mesh_path)
@@ -653,7 +394,7 @@ def _define_people(Usd, UsdGeom, UsdSkel, Sdf, Vt, stage, tracks, times, animate
         anim.CreateJointsAttr(Vt.TokenArray(list(paths)))
         present = np.stack(track.positions)[:, order]  # (T, J, 3) in joint order, NaN where unknown
         valid = np.isfinite(present).all(axis=2)
-        world = _filled(present)
+        world = filled(present)
         local = world.copy()
         has_parent = parent >= 0
         local[:, has_parent] = world[:, has_parent] - world[:, parent[has_parent]]
@@ -707,6 +448,6 @@ def export_usd(
 ) -> UsdSummary:
     """Export a bundle JSON, a sequence index, a CaptureFrame or frames to a USD file; `fps` overrides the
     sequence's frame rate (default: the index's, 24 for frames given in memory)."""
-    frames, seq_fps, name = _frames_of(source)
+    frames, seq_fps, name = frames_of(source)
     rate = fps if fps is not None else (seq_fps if seq_fps is not None else 24.0)
     return write_usd(frames, path, fps=rate, name=name, max_edge_ratio=max_edge_ratio)
