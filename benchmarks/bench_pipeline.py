@@ -5,19 +5,25 @@ capture, EXR/PNG/JSON writing) must not leave the accelerator idle. Four measure
 official-layout checkpoints (`--preset tiny`: embed 32, depth 2; `--preset 0.1b`: the 0.1B backbone with 64-wide
 heads, CPU-sized) or real ones (`--checkpoint TASK=PATH`), on 1080p frames made from the demo photo:
 
-- `stages`: per-stage core-milliseconds (CPU time of every thread) and wall-milliseconds per frame, from a
-  profiled sequential run of N frames (see `stage_profile.py` for the stage names); with and without previews.
+- `stages`: per-stage core-milliseconds (CPU time of every thread) and wall-milliseconds per frame, from the run
+  record of a sequential run of N frames (the engine's timing seam, `core/timing.py`; `stage_profile.py` names
+  the stages and fails when an expected one is missing); with and without previews.
   `host_ms` sums the stages that stay on the host when the models run on a GPU; `all_but_forward_ms` is
   everything except the model forwards (on a CPU-only machine the device stages cost host cores too).
 - `writers`: frames/s of the same job with `writers` = 0 (sequential), 1 and 2, interleaved and repeated.
 - `throughput`: end-to-end frames/s of the job against model-only frames/s (the same models called on
   normalised batches of the shapes the job fed them), interleaved and repeated; the goal is ratio ≥ 0.9.
 - `large`: peak RSS (VmHWM) of one large photo (default 9000×6000) through the job, in a fresh process.
+- `ab`: the host-side cost of the job (no previews: CPU and wall seconds per frame, nobody listening to the
+  stages) of this tree (or `--after PATH`) against another checkout (`--before PATH`, e.g. a `git worktree` or
+  `git archive` of an earlier commit),
+  in back-to-back alternating fresh processes on the same frames and checkpoints; ratio after / before.
 
     python benchmarks/bench_pipeline.py stages --frames 4 --repeat 3
     python benchmarks/bench_pipeline.py writers --frames 6 --repeat 3
     python benchmarks/bench_pipeline.py throughput --preset 0.1b --frames 2 --repeat 2
     python benchmarks/bench_pipeline.py large --image-size 6000x9000
+    python benchmarks/bench_pipeline.py ab --before /tmp/before --frames 3 --repeat 4
     python benchmarks/bench_pipeline.py stages --device cuda --checkpoint pose=... (real weights on a GPU)
 
 Always note the load average (`uptime`, recorded in the JSON): numbers from a shared machine are noisy, which is
@@ -46,7 +52,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # benchmarks are scripts, not a package: the profiler sits beside this file
 
-from stage_profile import HOST_STAGES, StageProfiler, profiling  # noqa: E402
+from stage_profile import HOST_STAGES, expected_stages, per_frame, require_stages  # noqa: E402
 
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": {},
@@ -134,32 +140,30 @@ def checkpoints(args: argparse.Namespace, workdir: Path) -> dict[str, Path]:
     return out
 
 
-class CachedModels:
-    """`job.load_models` with one shared ModelCache, so repeated jobs in one process load each model once."""
+_CACHE: Any = None  # one ModelCache for every job of this process: each model loads once (see run_job)
 
-    def __init__(self) -> None:
-        import importlib
 
+def model_cache() -> Any:
+    global _CACHE
+    if _CACHE is None:
         from sapiens2_studio.core.studio.models import ModelCache
 
-        job = importlib.import_module("sapiens2_studio.core.studio.job")
-        self.job, self.cache, self.original = job, ModelCache(), job.load_models
-
-    def __enter__(self) -> CachedModels:
-        self.job.load_models = lambda spec, paths, cache=None: self.original(spec, paths, self.cache)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.job.load_models = self.original
+        _CACHE = ModelCache()
+    return _CACHE
 
 
-def run_job(args: argparse.Namespace, frames: Path, out: Path, **options: Any) -> Any:
-    from sapiens2_studio.core.studio.job import JobSpec
+def run_job(args: argparse.Namespace, frames: Path, out: Path, host: Any = None, **options: Any) -> Any:
+    """The job's report (`report.stages`: the run record's stage totals); see `run_predict_job`."""
+    return run_predict_job(args, frames, out, host, **options).report
 
-    try:
-        from sapiens2_studio.core.studio.engines.dispatch import run_job
-    except ImportError:  # versions before the engines package: the job module had it
-        from sapiens2_studio.core.studio.job import run_job  # type: ignore[no-redef]
+
+def run_predict_job(
+    args: argparse.Namespace, frames: Path, out: Path, host: Any = None, **options: Any
+) -> Any:
+    """The job `sapiens2 predict` runs (engines.dispatch.run_prepared), with the process's shared model cache
+    (`PredictJob.cache`: a repeated job loads no model again); returns the PredictJob after its run."""
+    from sapiens2_studio.core.studio.engines.dispatch import run_prepared
+    from sapiens2_studio.core.studio.job import JobSpec, PredictJob
 
     if args.exr_compression is not None:  # older engines (the 'before' column) have no such option
         if "exr_compression" not in JobSpec.__dataclass_fields__:
@@ -175,10 +179,12 @@ def run_job(args: argparse.Namespace, frames: Path, out: Path, **options: Any) -
         flip_test=True,
         **options,
     )
-    report = run_job(spec)
+    job = PredictJob(spec, host=host)
+    job.cache = model_cache()
+    report = run_prepared(job)
     if report.failures:
         raise SystemExit(f"the job failed: {report.failures}")
-    return report
+    return job
 
 
 def job_options(writers: int, previews: bool) -> dict[str, Any]:
@@ -231,22 +237,25 @@ def synchronize(device: str) -> None:
 # ------------------------------------------------------------------------------------------------ stages
 
 
-def summarize(per_frame: dict[str, dict[str, float]]) -> dict[str, float]:
-    cpu = {k: v["cpu_ms"] for k, v in per_frame.items()}
+def summarize(rows: dict[str, dict[str, float]]) -> dict[str, float]:
+    cpu = {k: v["cpu_ms"] for k, v in rows.items()}
     forward = sum(v for k, v in cpu.items() if k.endswith(".forward"))
     return {
         "total_cpu_ms": sum(cpu.values()),
         "forward_cpu_ms": forward,
         "all_but_forward_cpu_ms": sum(cpu.values()) - forward,
         "host_cpu_ms": sum(v for k, v in cpu.items() if k in HOST_STAGES),
-        "total_wall_ms": sum(v["wall_ms"] for v in per_frame.values()),
+        "total_wall_ms": sum(v["wall_ms"] for v in rows.values()),
     }
 
 
 def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     """Every run writes into a new folder, as a video job writes new files (overwriting a folder's earlier files
     reuses their pages and is cheaper on some machines, docs/performance.md). `--direct-io-ab` adds the
-    no-previews job with the EXR written through the page cache (direct I/O off), interleaved."""
+    no-previews job with the EXR written through the page cache (direct I/O off), interleaved. The stages come
+    from each job's run record; a stage the benchmark expects and the job did not report stops it."""
+    from sapiens2_studio.core.studio.host import Host
+
     frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
     write_frames(frames, args.frames, *args.image_size)
     variants = [("previews", True, True), ("no_previews", False, True)]
@@ -254,18 +263,20 @@ def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         variants.append(("no_previews_buffered_exr", False, False))
     runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name, _, _ in variants}
     loads: list[list[float]] = []
-    with CachedModels():
-        run_job(args, frames, workdir / "warmup", **job_options(0, True))  # load models, warm caches
-        for repeat in range(args.repeat):
-            for name, previews, direct in variants:  # interleaved, so background load hits both
-                profiler = StageProfiler(
-                    synchronize=torch.cuda.synchronize if args.device.startswith("cuda") else None
+    run_job(args, frames, workdir / "warmup", **job_options(0, True))  # load models, warm caches
+    for repeat in range(args.repeat):
+        for name, previews, direct in variants:  # interleaved, so background load hits both
+            # on an accelerator, stage boundaries wait for it: its work is charged to the stage that launched it
+            host = Host(args.device, sync_stages=True, on_note=None)
+            with direct_io(direct):
+                report = run_job(
+                    args, frames, workdir / f"out_{name}_{repeat}", host, **job_options(0, previews)
                 )
-                with profiling(profiler), direct_io(direct):
-                    run_job(args, frames, workdir / f"out_{name}_{repeat}", **job_options(0, previews))
-                synchronize(args.device)
-                runs[name].append(profiler.per_frame(args.frames))
-                loads.append(load_average())
+            synchronize(args.device)
+            if not args.checkpoint:  # real checkpoints may see no person: pose.decode etc. need not run
+                require_stages(report.stages, expected_stages(args.tasks, previews=previews, sequence=True))
+            runs[name].append(per_frame(report.stages, args.frames))
+            loads.append(load_average())
     result: dict[str, Any] = {}
     for name, repeats in runs.items():
         labels = sorted({label for r in repeats for label in r})
@@ -312,16 +323,15 @@ def bench_writers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     times: dict[int, list[float]] = {n: [] for n in counts}
     cpu: dict[int, list[float]] = {n: [] for n in counts}
     loads = []
-    with CachedModels():
-        run_job(args, frames, workdir / "warmup", **job_options(0, args.previews))
-        for r in range(args.repeat):
-            for n in counts[r % len(counts) :] + counts[: r % len(counts)]:  # rotated: drifting load hits all
-                start, start_cpu = time.perf_counter(), time.process_time()
-                run_job(args, frames, workdir / f"out_w{n}", **job_options(n, args.previews))
-                synchronize(args.device)
-                times[n].append(time.perf_counter() - start)
-                cpu[n].append(time.process_time() - start_cpu)
-                loads.append(load_average())
+    run_job(args, frames, workdir / "warmup", **job_options(0, args.previews))
+    for r in range(args.repeat):
+        for n in counts[r % len(counts) :] + counts[: r % len(counts)]:  # rotated: drifting load hits all
+            start, start_cpu = time.perf_counter(), time.process_time()
+            run_job(args, frames, workdir / f"out_w{n}", **job_options(n, args.previews))
+            synchronize(args.device)
+            times[n].append(time.perf_counter() - start)
+            cpu[n].append(time.process_time() - start_cpu)
+            loads.append(load_average())
     fps = {n: args.frames / statistics.median(t) for n, t in times.items()}
     base = counts[0]
     return {
@@ -342,60 +352,60 @@ def bench_writers(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 
 
 def bench_throughput(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
-    """End-to-end (the job: decode … bundle) vs model-only (the same forwards on ready batches), interleaved."""
-    import importlib
-
-    predict = importlib.import_module("sapiens2_studio.core.pipeline.predict")
+    """End-to-end (the job: decode … bundle) vs model-only (the same forwards on ready batches), interleaved. The
+    batch shapes are recorded by forward pre-hooks on the loaded modules (torch's public hook, nothing wrapped)."""
     frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
     write_frames(frames, args.frames, *args.image_size)
     shapes: dict[str, list[tuple[int, ...]]] = {}
     modules: dict[str, Any] = {}
-    original = predict._forward
+    loaded_job = run_predict_job(args, frames, workdir / "load", **job_options(0, False))  # loads the models
+    hooks = []
+    for loaded in loaded_job.models.values():
+        module = loaded.model
 
-    def recording(model: Any, batch: torch.Tensor, should_stop: Any) -> Any:
-        shapes.setdefault(model.task, []).append(tuple(batch.shape))
-        modules[model.task] = model
-        return original(model, batch, should_stop)
+        def record(mod: Any, inputs: tuple[Any, ...], task: str = loaded.task) -> None:
+            shapes.setdefault(task, []).append(tuple(inputs[0].shape))
+            modules[task] = mod
 
+        hooks.append(module.register_forward_pre_hook(record))
     e2e, model_only, loads = [], [], []
-    with CachedModels():
-        predict._forward = recording
-        try:
-            run_job(args, frames, workdir / "warmup", **job_options(args.writers_n, args.previews))
-        finally:
-            predict._forward = original
-        per_frame = dict(shapes)
-        batches = {
-            task: [
-                torch.randn(shape, device=modules[task].device).to(modules[task].dtype)
-                for shape in per_frame[task]
-            ]
-            for task in per_frame
-        }
+    try:
+        run_job(args, frames, workdir / "warmup", **job_options(args.writers_n, args.previews))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    recorded = dict(shapes)
+    batches = {
+        task: [
+            torch.randn(shape, device=modules[task].device).to(modules[task].dtype)
+            for shape in recorded[task]
+        ]
+        for task in recorded
+    }
 
-        def forwards_only() -> None:
-            with torch.inference_mode():
-                for task, inputs in batches.items():
-                    for x in inputs:
-                        modules[task](x)
-            synchronize(args.device)
+    def forwards_only() -> None:
+        with torch.inference_mode():
+            for task, inputs in batches.items():
+                for x in inputs:
+                    modules[task](x)
+        synchronize(args.device)
 
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            forwards_only()  # the forwards of the warm-up job = args.frames frames
-            model_only.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            run_job(args, frames, workdir / "out_e2e", **job_options(args.writers_n, args.previews))
-            synchronize(args.device)
-            e2e.append(time.perf_counter() - start)
-            loads.append(load_average())
+    for _ in range(args.repeat):
+        start = time.perf_counter()
+        forwards_only()  # the forwards of the warm-up job = args.frames frames
+        model_only.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        run_job(args, frames, workdir / "out_e2e", **job_options(args.writers_n, args.previews))
+        synchronize(args.device)
+        e2e.append(time.perf_counter() - start)
+        loads.append(load_average())
     e2e_fps = args.frames / statistics.median(e2e)
     model_fps = args.frames / statistics.median(model_only)
     return {
         "frames": args.frames,
         "writers": args.writers_n,
         "previews": args.previews,
-        "forward_batches_per_run": {t: [list(s) for s in v] for t, v in per_frame.items()},
+        "forward_batches_per_run": {t: [list(s) for s in v] for t, v in recorded.items()},
         "load_average": loads,
         "model_only_s": model_only,
         "end_to_end_s": e2e,
@@ -450,6 +460,120 @@ def bench_large(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return {"image": str(image), "image_size_hw": [height, width], "runs": rows}
 
 
+# ------------------------------------------------------------------------------------------------ ab
+
+
+AB_PROBE = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import bench_pipeline as b
+import sapiens2_studio
+args = b.parse(sys.argv[2:])
+workdir = b.Path(args.workdir)
+args.paths = b.checkpoints(args, workdir)
+frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
+tag = args.ab_tag
+b.run_job(args, frames, workdir / f"warmup_{tag}", **b.job_options(0, False))
+rows = []
+for i in range(args.ab_jobs):
+    start, start_cpu = time.perf_counter(), time.process_time()
+    b.run_job(args, frames, workdir / f"out_{tag}_{i}", **b.job_options(0, False))
+    rows.append({"wall_s": time.perf_counter() - start, "cpu_s": time.process_time() - start_cpu})
+print(json.dumps({"package": sapiens2_studio.__file__, "jobs": rows}))
+"""
+
+
+TREE_OPTIONS = ("--before", "--after", "--workdir")  # the driver's own options, not passed to the probes
+
+
+def _tree_path(workdir: Path, name: str, tree: Path) -> Path:
+    """A folder whose `sapiens2_studio` links to `tree`, for PYTHONPATH (it comes before the editable install)."""
+    folder = workdir / f"path_{name}"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "sapiens2_studio"
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(tree.resolve(), target_is_directory=True)
+    return folder
+
+
+def _bundle_files(folder: Path) -> dict[str, bytes]:
+    """Every file's bytes; JSON documents without their run record (a run's id and times differ per run)."""
+    files = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if path.suffix == ".json":
+            doc = json.loads(data)
+            if isinstance(doc, dict):
+                doc.pop("run", None)
+            data = json.dumps(doc, sort_keys=True).encode()
+        files[str(path.relative_to(folder))] = data
+    return files
+
+
+def bench_ab(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """This tree against `--before`, back to back in alternating fresh processes (each: a warm-up job, then
+    `--ab-jobs` timed jobs of `--frames` frames, previews off, nobody listening); medians of the per-frame job
+    costs over every timed job of every round. Also compares the two trees' bundles (JSON without the run
+    record, every other byte)."""
+    if not args.before:
+        raise SystemExit("ab needs --before PATH (a checkout of the version to compare against)")
+    frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
+    write_frames(frames, args.frames, *args.image_size)
+    trees = {"before": Path(args.before), "after": Path(args.after) if args.after else REPO}
+    paths = {name: _tree_path(workdir, name, tree) for name, tree in trees.items()}
+    given = sys.argv[1:]
+    argv = [
+        a
+        for i, a in enumerate(given)
+        if not a.startswith(TREE_OPTIONS) and (i == 0 or given[i - 1] not in TREE_OPTIONS)
+    ]
+    argv[argv.index("ab")] = "stages"  # parse() needs a mode; the probe only reads the options
+    jobs: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    packages: dict[str, str] = {}
+    loads = []
+    for r in range(args.repeat):
+        order = ["before", "after"] if r % 2 == 0 else ["after", "before"]
+        for name in order:
+            env = {**os.environ, "PYTHONPATH": str(paths[name])}
+            probe_args = [*argv, "--workdir", str(workdir), "--ab-tag", f"{name}{r}"]
+            proc = subprocess.run(
+                [sys.executable, "-c", AB_PROBE, str(HERE), *probe_args],
+                capture_output=True,
+                text=True,
+                check=False,
+                env=env,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(proc.stderr[-4000:])
+            row = json.loads(proc.stdout.strip().splitlines()[-1])
+            packages[name] = row["package"]
+            jobs[name] += row["jobs"]
+            loads.append(load_average())
+    per_frame_ms = {
+        name: {
+            key: 1000.0 * statistics.median(j[key] for j in rows) / args.frames for key in ("cpu_s", "wall_s")
+        }
+        for name, rows in jobs.items()
+    }
+    before, after = _bundle_files(workdir / "out_before0_0"), _bundle_files(workdir / "out_after0_0")
+    differing = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    return {
+        "frames": args.frames,
+        "jobs_per_process": args.ab_jobs,
+        "rounds": args.repeat,
+        "packages": packages,
+        "load_average": loads,
+        "per_frame_ms": per_frame_ms,
+        "ratio_after_before": {
+            key: per_frame_ms["after"][key] / per_frame_ms["before"][key] for key in ("cpu_s", "wall_s")
+        },
+        "jobs": jobs,
+        "outputs_compared": len(before),
+        "outputs_differing": differing,
+    }
+
+
 # ------------------------------------------------------------------------------------------------ main
 
 
@@ -457,7 +581,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("mode", choices=("stages", "writers", "throughput", "large"))
+    parser.add_argument("mode", choices=("stages", "writers", "throughput", "large", "ab"))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--tasks", default=DEFAULT_TASKS)
@@ -482,6 +606,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="stages: also run the job with the EXRs written through the page cache (A/B, interleaved)",
     )
+    parser.add_argument("--before", default=None, help="ab: the checkout to compare this tree against")
+    parser.add_argument(
+        "--after", default=None, help="ab: the checkout measured as 'after' (default: this one)"
+    )
+    parser.add_argument("--ab-jobs", type=int, default=3, help="ab: timed jobs per process")
+    parser.add_argument("--ab-tag", default="", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None, help="also write the JSON here")
     args = parser.parse_args(argv)
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
@@ -503,6 +633,7 @@ def main(argv: list[str] | None = None) -> int:
         "writers": bench_writers,
         "throughput": bench_throughput,
         "large": bench_large,
+        "ab": bench_ab,
     }
     result.update(bench[args.mode](args, workdir))
     result["environment"]["load_average_end"] = load_average()

@@ -1,25 +1,22 @@
-"""A per-stage profiler for the real engine: named functions of core/ are wrapped in place while it is active.
+"""Per-stage times of the real engine, read from its timing seam (`core/timing.py`): what a job's run record holds.
 
-Why wrapping and not a copy of the engine's loop: the numbers must describe the code users run (core.studio.job),
-not a benchmark's re-enactment of it. Each wrapped call is a stage; time is attributed *exclusively* (a stage's
-nested stages are subtracted from it), so the stages of one frame add up to the frame. CPU time is the whole
-process's (`time.process_time`: every thread, torch's intra-op threads included), i.e. core-seconds; run the job
-sequentially (writers=0) while profiling, or the attribution of concurrent threads is meaningless.
+Why the seam and not wrappers: the stages are named where they happen in core, so the numbers describe the code
+users run (`core.studio.job`), and a stage that disappears (renamed, moved, dropped) fails the benchmark
+(`require_stages`) instead of being skipped and counted in its parent without a word. Time is *exclusive* (a
+stage's nested stages are subtracted from it), so the stages of one frame add up to the frame. CPU time is the
+whole process's (`time.process_time`: torch's intra-op threads included), i.e. core-seconds; run the job
+sequentially (writers=0) while profiling, or the CPU seconds of concurrent stages overlap.
 
-Stage names: `decode`, `prepare`, `<task>.preprocess`, `<task>.normalize`, `<task>.forward`, `<task>.post`,
-`pose.boxes`, `pose.decode`, `<task>.other` (the predictor's own loop), `capture`, `checks`, `temporal`,
-`previews.render`, `previews.png`, `keypoints_json`, `bundle.channels`, `bundle.exr`, `bundle.json`,
-`write.other`, `load` (model loading, not per frame), `job.other` (everything else inside the job).
+Stage names: `decode`, `prepare`, `<task>.preprocess` (the dense tasks share one pre-processing, charged to the
+first of them in run order), `<task>.normalize`, `<task>.forward`, `<task>.post`, `pose.boxes`, `pose.decode`,
+`<task>.other` (the rest of the task's predictor), `capture`, `checks`, `temporal` (sequences), `previews.render`,
+`previews.png`, `keypoints_json`, `bundle.exr`, `bundle.json`, `write.other`, `load` (model loading, not per
+frame), `job.other` (everything else inside the job).
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import importlib
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Stages that stay on the host when the models run on a GPU (everything else runs where the model runs).
@@ -39,170 +36,91 @@ HOST_STAGES = (
     "job.other",
 )
 
+# The stages of each released task's predictor besides `<task>.other` (matting's predictor reports none of its
+# own). A dense task's `.preprocess` is expected of the first dense task only (the others reuse its input).
+TASK_STAGES: dict[str, tuple[str, ...]] = {
+    "pose": ("preprocess", "normalize", "forward", "boxes", "decode"),
+    "seg": ("preprocess", "normalize", "forward", "post"),
+    "normal": ("normalize", "forward", "post"),
+    "albedo": ("normalize", "forward", "post"),
+    "pointmap": ("normalize", "forward", "post"),
+    "matting": (),
+}
+DENSE = ("normal", "albedo", "pointmap")  # in run order
+RUN_ORDER = ("seg", "pose", "normal", "albedo", "pointmap", "matting")
 
-@dataclass
-class StageTotals:
-    cpu: float = 0.0
-    wall: float = 0.0
-    calls: int = 0
+
+def expected_stages(tasks: Iterable[str], *, previews: bool, sequence: bool) -> set[str]:
+    """Every stage a job of `tasks` (the built-in ones) on photos of a person must report."""
+    tasks = set(tasks)
+    names = {"decode", "prepare", "capture", "bundle.exr", "bundle.json", "write.other", "job.other", "load"}
+    for task in tasks:
+        names |= {f"{task}.other", *(f"{task}.{part}" for part in TASK_STAGES[task])}
+    first_dense = next((t for t in RUN_ORDER if t in tasks and t in DENSE), None)
+    if first_dense is not None:
+        names.add(f"{first_dense}.preprocess")
+    if "pose" in tasks:
+        names.add("keypoints_json")
+    if "normal" in tasks or ("seg" in tasks and tasks & {"pose", "pointmap"}):
+        names.add("checks")
+    if sequence:
+        names.add("temporal")
+    if previews:
+        names |= {"previews.render", "previews.png"}
+    return names
 
 
-@dataclass
-class StageProfiler:
-    """Collects exclusive CPU and wall seconds per stage; `task` is the predictor running now (label prefix).
+class MissingStagesError(AssertionError):
+    """A stage the benchmark reads was not reported: the engine's stages changed, so must the benchmark."""
 
-    `synchronize` (e.g. `torch.cuda.synchronize`) runs at every stage boundary, so that asynchronous device work
-    is charged to the stage that launched it rather than to the next one that waits for it."""
 
-    totals: dict[str, StageTotals] = field(default_factory=dict)
-    batch_shapes: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)
-    _stack: list[list[Any]] = field(default_factory=list)
-    task: str = ""
-    synchronize: Callable[[], Any] | None = None
+def require_stages(reported: Iterable[str], expected: Iterable[str]) -> None:
+    """Fail loudly when an expected stage is missing (a renamed or removed stage is never skipped silently)."""
+    missing = sorted(set(expected) - set(reported))
+    if missing:
+        raise MissingStagesError(
+            f"the job reported no {', '.join(missing)} stage(s); it reported {', '.join(sorted(reported))}. "
+            "A stage was renamed or removed in core: update benchmarks/stage_profile.py (and docs/performance.md)"
+        )
 
-    def _label(self, label: str) -> str:
-        return label.replace("{task}", self.task or "?")
 
-    def enter(self, label: str) -> None:
-        if self.synchronize is not None:
-            self.synchronize()
-        now_cpu, now_wall = time.process_time(), time.perf_counter()
-        if self._stack:  # pause the parent: its exclusive time stops here
-            parent = self._stack[-1]
-            parent[1] += now_cpu - parent[3]
-            parent[2] += now_wall - parent[4]
-        self._stack.append([self._label(label), 0.0, 0.0, now_cpu, now_wall])
-
-    def leave(self) -> None:
-        if self.synchronize is not None:
-            self.synchronize()
-        now_cpu, now_wall = time.process_time(), time.perf_counter()
-        label, cpu, wall, start_cpu, start_wall = self._stack.pop()
-        entry = self.totals.setdefault(label, StageTotals())
-        entry.cpu += cpu + now_cpu - start_cpu
-        entry.wall += wall + now_wall - start_wall
-        entry.calls += 1
-        if self._stack:  # resume the parent
-            self._stack[-1][3], self._stack[-1][4] = now_cpu, now_wall
-
-    @contextlib.contextmanager
-    def stage(self, label: str) -> Iterator[None]:
-        self.enter(label)
-        try:
-            yield
-        finally:
-            self.leave()
-
-    def wrap(self, fn: Callable[..., Any], label: str, *, task: str | None = None) -> Callable[..., Any]:
-        """`fn` timed as stage `label`; `task` also sets the task prefix for the stages nested in it."""
-
-        @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            previous = self.task
-            if task is not None:
-                self.task = task
-            self.enter(label)
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.leave()
-                self.task = previous
-
-        return timed
-
-    def per_frame(self, frames: int, *, skip: tuple[str, ...] = ("load",)) -> dict[str, dict[str, float]]:
-        """Stage → {cpu_ms, wall_ms, calls} per frame."""
-        return {
-            label: {
-                "cpu_ms": 1000.0 * t.cpu / frames,
-                "wall_ms": 1000.0 * t.wall / frames,
-                "calls": t.calls / frames,
-            }
-            for label, t in sorted(self.totals.items())
-            if label not in skip
+def per_frame(
+    stages: Mapping[str, Any], frames: int, *, skip: tuple[str, ...] = ("load",)
+) -> dict[str, dict[str, float]]:
+    """Stage → {cpu_ms, wall_ms, calls} per frame, from a run record's totals (`JobReport.stages`)."""
+    return {
+        name: {
+            "cpu_ms": 1000.0 * t.cpu / frames,
+            "wall_ms": 1000.0 * t.wall / frames,
+            "calls": t.calls / frames,
         }
+        for name, t in sorted(stages.items())
+        if name not in skip
+    }
 
 
-def _targets() -> list[tuple[Any, str, str, str | None]]:
-    """(object, attribute, stage label, task context) of every function the profiler wraps."""
+def seam_cost(n: int = 200_000) -> dict[str, float]:
+    """Nanoseconds one `with stage(...)` costs with nobody listening and with a job's listener (totals kept), best
+    of 5 runs of `n`: `python benchmarks/stage_profile.py`."""
+    import timeit
 
-    # Modules by full name: some packages re-export a function under a module's name (core.pipeline.predict).
-    def module(name: str) -> Any:
-        return importlib.import_module(f"sapiens2_studio.core.{name}")
+    from sapiens2_studio.core.timing import add_stage, listening, stage
 
-    bundle, images, predict = module("formats.bundle"), module("pipeline.images"), module("pipeline.predict")
-    capture, inputs, job = module("studio.capture"), module("studio.inputs"), module("studio.job")
-    outputs, tasks, temporal = module("studio.outputs"), module("studio.tasks"), module("studio.temporal")
-    stages = module("studio.stages")
+    def one() -> None:
+        with stage("decode"):
+            pass
 
-    targets: list[tuple[Any, str, str, str | None]] = [
-        (job.PredictJob, "run", "job.other", None),
-        (job, "load_models", "load", None),
-        (inputs, "load_image", "decode", None),
-        (job, "load_image", "decode", None),
-        (images, "_from_numpy", "prepare", None),
-        (images, "_uint8_pixels", "prepare", None),
-        (predict, "preprocess_seg", "{task}.preprocess", None),
-        (predict, "preprocess_dense", "{task}.preprocess", None),
-        (predict, "preprocess_pose_crop", "{task}.preprocess", None),
-        (predict, "normalize", "{task}.normalize", None),
-        (predict, "_forward", "{task}.forward", None),
-        (predict, "seg_to_labels", "{task}.post", None),
-        (predict, "normals_to_image", "{task}.post", None),
-        (predict, "albedo_to_image", "{task}.post", None),
-        (predict, "pointmap_to_image", "{task}.post", None),
-        (predict, "pointmap_intrinsics", "{task}.post", None),
-        (predict, "_masks", "{task}.post", None),
-        (predict, "boxes_for_image", "pose.boxes", None),
-        (predict, "average_flip", "pose.decode", None),
-        (predict, "decode_heatmaps", "pose.decode", None),
-        (predict, "crop_to_image", "pose.decode", None),
-        (job, "capture_frames", "capture", None),  # versions before the stages module
-        (stages, "capture_frames", "capture", None),
-        (capture, "check_geometry", "checks", None),
-        (temporal.SequenceSmoother, "apply", "temporal", None),
-        (job, "write_frame_outputs", "write.other", None),
-        (stages, "write_frame_outputs", "write.other", None),
-        (outputs, "preview_images", "previews.render", None),  # versions before drawing one preview at a time
-        (outputs, "render_preview", "previews.render", None),
-        (outputs, "save_png", "previews.png", None),
-        (outputs, "keypoints_document", "keypoints_json", None),
-        (outputs, "openpose_document", "keypoints_json", None),
-        (outputs, "write_bundle", "bundle.json", None),
-        (bundle, "_exr_channels", "bundle.channels", None),  # versions before the banded writer
-        (bundle, "_exr_plan", "bundle.channels", None),
-        (bundle, "_exr_band", "bundle.channels", None),
-        (bundle, "write_exr", "bundle.exr", None),
-        (bundle, "write_exr_bands", "bundle.exr", None),
-    ]
-    if hasattr(tasks, "PREDICTORS"):  # versions before the task registry (issue 27)
-        for name in tasks.PREDICTORS:
-            targets.append((tasks.PREDICTORS, name, "{task}.other", name))
-    else:  # each registered task's predict (core/tasks), what run_tasks calls per batch
-        for task in module("tasks.registry").all_tasks():
-            targets.append((type(task), "predict", "{task}.other", task.name))
-    return targets
+    def best() -> float:
+        return 1e9 * min(timeit.repeat(one, number=n, repeat=5)) / n
+
+    silent = best()
+    totals: dict[str, Any] = {}
+    with listening(lambda name, wall, cpu: add_stage(totals, name, wall, cpu)):
+        heard = best()
+    return {"silent_ns": silent, "listening_ns": heard}
 
 
-@contextlib.contextmanager
-def profiling(profiler: StageProfiler) -> Iterator[StageProfiler]:
-    """Wrap every target while the block runs; restore the originals afterwards."""
-    saved: list[tuple[Any, str, Any]] = []
-    try:
-        for owner, name, label, task in _targets():
-            if isinstance(owner, dict):
-                original = owner[name]
-                owner[name] = profiler.wrap(original, label, task=task)
-            else:
-                if not hasattr(owner, name):  # a stage this version of the engine does not have
-                    continue
-                original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
-                setattr(owner, name, profiler.wrap(original, label, task=task))
-            saved.append((owner, name, original))
-        yield profiler
-    finally:
-        for owner, name, original in reversed(saved):
-            if isinstance(owner, dict):
-                owner[name] = original
-            else:
-                setattr(owner, name, original)
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(seam_cost(), indent=1))

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ..timing import stage
 from . import bundle_pixels, bundle_spec
 from . import task_layers as _task_layers
 from .arrays import all_finite, host_array, to_numpy, zero_where_invalid
@@ -210,8 +211,9 @@ def _exr_plan(
 def _exr_band(makers: list[Callable[[slice], Band]], rows: slice) -> Band:
     """The channels of one band of rows (`_exr_plan`)."""
     out: Band = {}
-    for maker in makers:
-        out.update(maker(rows))
+    with stage("bundle.channels"):
+        for maker in makers:
+            out.update(maker(rows))
     return out
 
 
@@ -246,7 +248,8 @@ def stage_bundle(
     compression = check_exr_compression(compression)
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
-    layout, layers, makers = _exr_plan(frame)
+    with stage("bundle.channels"):
+        layout, layers, makers = _exr_plan(frame)
     people = prepare_people(frame)
     doc = frame_json(frame, sanitize_name(name), people, layers)
     rows = range(0, frame.height, EXR_BAND_ROWS)

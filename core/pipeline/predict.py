@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..timing import stage
 from .boxes import boxes_for_image
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
 from .images import AlphaMode, ImageSource, PreparedImage
@@ -73,7 +74,11 @@ def _check_task(model: Any, task: str) -> None:
 def _forward(model: Any, batch: Tensor, should_stop: StopFn | None) -> Any:
     if should_stop is not None and should_stop():
         raise PredictionInterrupted("prediction stopped by request")
-    return model(normalize(batch).to(dtype=model.dtype))
+    task = getattr(model, "task", "?")
+    with stage(f"{task}.normalize"):
+        inputs = normalize(batch).to(dtype=model.dtype)
+    with stage(f"{task}.forward"):
+        return model(inputs)
 
 
 def _chunks(total: int, size: int) -> list[range]:
@@ -108,10 +113,12 @@ def predict_seg(
     with torch.inference_mode():
         for chunk in _chunks(len(source), batch_size):
             prepared = [source.get(i, model.device) for i in chunk]
-            batch = torch.stack([preprocess_seg(p.pixels, quantize=p.quantized) for p in prepared])
+            with stage("seg.preprocess"):
+                batch = torch.stack([preprocess_seg(p.pixels, quantize=p.quantized) for p in prepared])
             logits = _forward(model, batch, should_stop).to(torch.float32)
             for j, p in enumerate(prepared):
-                labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
+                with stage("seg.post"):
+                    labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
                 bad = count_nonfinite(logits[j])
                 results.append(
                     SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
@@ -121,11 +128,13 @@ def predict_seg(
     return results
 
 
-def _dense_input(prepared: PreparedImage) -> tuple[Tensor, DenseLayout]:
+def _dense_input(prepared: PreparedImage, task: str) -> tuple[Tensor, DenseLayout]:
     """The dense tasks' network input and layout of one image. Normal, albedo and pointmap pre-process an image
-    identically, so it is computed once and kept with the prepared image for the other dense tasks."""
+    identically, so it is computed once (timed as the first dense `task`'s) and kept with the prepared image for
+    the other dense tasks."""
     if "dense" not in prepared.derived:
-        prepared.derived["dense"] = preprocess_dense(prepared.pixels, quantize=prepared.quantized)
+        with stage(f"{task}.preprocess"):
+            prepared.derived["dense"] = preprocess_dense(prepared.pixels, quantize=prepared.quantized)
     return prepared.derived["dense"]
 
 
@@ -176,18 +185,21 @@ def _predict_dense(
     with torch.inference_mode():
         for chunk in _chunks(len(source), options["batch_size"]):
             prepared = [source.get(i, model.device) for i in chunk]
-            staged = [_dense_input(p) for p in prepared]
+            staged = [_dense_input(p, task) for p in prepared]
             out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
             for j, (_, layout) in enumerate(staged):
                 banded = _bands(model, layout, output_device, options.get("bands_above"))
-                result = build(out, j, layout, banded)
+                with stage(f"{task}.post"):
+                    result = build(out, j, layout, banded)
                 if not banded:
                     field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
                     setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
                 results.append(result)
             if progress is not None:
                 progress(len(results), len(source))
-    for result, mask in zip(results, _masks(seg, len(results))):
+    with stage(f"{task}.post"):
+        masks = _masks(seg, len(results))
+    for result, mask in zip(results, masks):
         result.mask = None if mask is None else mask.to(output_device)
     return results
 
@@ -327,13 +339,14 @@ def predict_pose(
         for i in chunk:
             size = source.size(i)
             labels = chunk_seg[i].labels if i in chunk_seg else None
-            chosen, box_source, notes = boxes_for_image(
-                size,
-                None if boxes is None else boxes[i],
-                labels,
-                if_no_person=if_no_person,
-                **seg_box_options,
-            )
+            with stage("pose.boxes"):
+                chosen, box_source, notes = boxes_for_image(
+                    size,
+                    None if boxes is None else boxes[i],
+                    labels,
+                    if_no_person=if_no_person,
+                    **seg_box_options,
+                )
             chunk_results[i] = PoseResult([], size, list(notes))
             for b in chosen:
                 ref_box = (b[0] - 0.5, b[1] - 0.5, b[2] - 0.5, b[3] - 0.5)  # → pixel-centre convention
@@ -342,20 +355,23 @@ def predict_pose(
             prepared = {i: source.get(i, model.device) for i in {p[0] for p in plans}}
             for sub in _chunks(len(plans), batch_size):
                 items = [plans[k] for k in sub]
-                crops = torch.stack(
-                    [
-                        preprocess_pose_crop(prepared[i].pixels, c, quantize=prepared[i].quantized)
-                        for i, _, _, c in items
-                    ]
-                )
-                inputs = torch.cat([crops, crops.flip(-1)]) if flip_test else crops
+                with stage("pose.preprocess"):
+                    crops = torch.stack(
+                        [
+                            preprocess_pose_crop(prepared[i].pixels, c, quantize=prepared[i].quantized)
+                            for i, _, _, c in items
+                        ]
+                    )
+                    inputs = torch.cat([crops, crops.flip(-1)]) if flip_test else crops
                 heatmaps = _forward(model, inputs, should_stop).to(torch.float32)
-                if flip_test:
-                    n = len(items)
-                    heatmaps = average_flip(heatmaps[:n], heatmaps[n:], flips)
-                kp, scores = decode_heatmaps(heatmaps, (NET_W, NET_H), max_refine_step=max_refine_step)
+                with stage("pose.decode"):
+                    if flip_test:
+                        n = len(items)
+                        heatmaps = average_flip(heatmaps[:n], heatmaps[n:], flips)
+                    kp, scores = decode_heatmaps(heatmaps, (NET_W, NET_H), max_refine_step=max_refine_step)
                 for k, (i, box, box_source, crop) in enumerate(items):
-                    xy = crop_to_image(kp[k], crop.center, crop.scale, (NET_W, NET_H)) + 0.5
+                    with stage("pose.decode"):
+                        xy = crop_to_image(kp[k], crop.center, crop.scale, (NET_W, NET_H)) + 0.5
                     sc = scores[k].detach().cpu().numpy().astype("float32")
                     kps = np.empty((xy.shape[0], 3), dtype=np.float32)
                     kps[:, :2], kps[:, 2] = xy, sc

@@ -22,6 +22,7 @@ from ..formats.arrays import to_numpy
 from ..formats.bundle import CaptureFrame, default_camera
 from ..tasks import registry as tasks_registry
 from ..tasks.base import StoreContext, Task
+from ..timing import stage
 from .batches import TaskBatch, place, require_batch
 from .checks import check_geometry
 from .errors import StudioError
@@ -188,6 +189,7 @@ def _checks(results: Mapping[str, Any], mask: np.ndarray | None) -> Any:
     )
     if not runnable:
         return None
-    return check_geometry(
-        normals=results["normal"], pointmap=results["pointmap"], pose=results["pose"], mask=mask
-    )
+    with stage("checks"):
+        return check_geometry(
+            normals=results["normal"], pointmap=results["pointmap"], pose=results["pose"], mask=mask
+        )

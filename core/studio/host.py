@@ -1,4 +1,4 @@
-"""What the engine needs from the program it runs in: a device, progress, cancel, memory relief, notes.
+"""What the engine needs from the program it runs in: a device, progress, cancel, memory relief, notes, stage times.
 
 `Host` is the plain implementation for the CLI, scripts and tests (callbacks optional). ComfyUI's node pack
 subclasses it with ComfyUI's model management, progress bar and interrupt flag; a Ray worker uses the plain one.
@@ -13,18 +13,23 @@ from typing import Any
 import torch
 
 from ..pipeline.errors import PredictionInterrupted
+from ..timing import ReportFn
 
 log = logging.getLogger("sapiens2")
 ProgressFn = Callable[[int, int], Any]
 StopFn = Callable[[], bool]
 NoteFn = Callable[[str], Any]
+StageFn = ReportFn  # (stage name, wall seconds, CPU seconds): every stage a job runs (`core/timing.py`)
 
 
 class Host:
     """Compute on `device`, hand results over on `output_device`.
 
     Notes are collected in `notes` and passed to `on_note` (default: the "sapiens2" logger; None: collect only,
-    for front-ends that print them themselves)."""
+    for front-ends that print them themselves). `on_stage` hears each stage of a job as it ends (name, exclusive
+    wall and CPU seconds; the job's report keeps the totals either way); `sync_stages` makes stage boundaries wait
+    for the accelerator, so that its asynchronous work is charged to the stage that launched it (benchmarks only:
+    it stalls the device queue)."""
 
     def __init__(
         self,
@@ -34,6 +39,8 @@ class Host:
         progress: ProgressFn | None = None,
         should_stop: StopFn | None = None,
         on_note: NoteFn | None = log.warning,
+        on_stage: StageFn | None = None,
+        sync_stages: bool = False,
     ) -> None:
         self.device = torch.device(device)
         self.output_device = torch.device(output_device)
@@ -41,6 +48,8 @@ class Host:
         self._should_stop = should_stop
         self._on_note = on_note
         self.notes: list[str] = []
+        self._on_stage = on_stage
+        self.sync_stages = sync_stages
 
     def activate(self, loaded: Any) -> torch.nn.Module:
         """The module to call, with its weights on the compute device."""
@@ -81,3 +90,18 @@ class Host:
         self.notes.append(message)
         if self._on_note is not None:
             self._on_note(message)
+
+    def stage_done(self, name: str, wall: float, cpu: float) -> None:
+        """One stage of a job ended (`core/timing.py`); it runs on the thread that ran the stage."""
+        if self._on_stage is not None:
+            self._on_stage(name, wall, cpu)
+
+    def stage_sync(self) -> Callable[[], Any] | None:
+        """What a stage boundary waits for (`sync_stages`), or None."""
+        if not self.sync_stages:
+            return None
+        if self.device.type == "cuda":
+            return torch.cuda.synchronize
+        if self.device.type == "mps":
+            return torch.mps.synchronize
+        return None

@@ -34,6 +34,7 @@ from ..formats.exr import require_openexr
 from ..formats.mesh import MESH_FORMATS
 from ..formats.sequence import SequenceWriter
 from ..tasks import registry as tasks_registry
+from ..timing import StageTime, add_stage, in_context, listening, stage
 from .boxes import BoxesFile, boxes_for, read_boxes_file
 from .engines import ENGINES, INSTALL_HINTS
 from .errors import EngineError, InputError, NonFiniteOutputError, StudioError
@@ -259,6 +260,8 @@ class JobReport:
     published: str | None = None  # the URL the outputs were published to (`out` is then the staging folder)
     orphaned: list[str] = field(default_factory=list)  # kept although their input is gone (orphans.py)
     removed: list[str] = field(default_factory=list)  # orphaned results removed because `clean` asked for it
+    # the run record's per-stage totals: stage name → exclusive wall and CPU seconds and calls (`core/timing.py`)
+    stages: dict[str, StageTime] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -434,6 +437,15 @@ class PredictJob:
         return self.run_info.id if self.member is not None and self.member.retry else None
 
     def run(self) -> JobReport:
+        """Run the job here; every stage it runs is timed into `report.stages` and told to the host."""
+        with listening(self._stage_done, synchronize=self.host.stage_sync()), stage("job.other"):
+            return self._run()
+
+    def _stage_done(self, name: str, wall: float, cpu: float) -> None:
+        add_stage(self.report.stages, name, wall, cpu)
+        self.host.stage_done(name, wall, cpu)
+
+    def _run(self) -> JobReport:
         if not hasattr(self, "jobs"):
             self.prepare()
         if self.spec.engine != "local" and self.member is None:
@@ -492,7 +504,8 @@ class PredictJob:
         """The models of `tasks`, loading those not loaded yet (a resumed run may need none at all)."""
         missing = {t: self.paths[t] for t in tasks if t not in self.models}
         if missing:
-            self.models.update(load_models(self.spec, missing, self.cache))
+            with stage("load"):
+                self.models.update(load_models(self.spec, missing, self.cache))
             for task in missing:  # a file that is not the size its official name promises: say so, once
                 if self.models[task].extra.get("warning"):
                     self.host.note(self.models[task].extra["warning"])
@@ -537,7 +550,7 @@ class PredictJob:
         writer thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame
         order (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
         self._make_folder(item.folder)
-        work = partial(commit_frame, item, frame, run, self.spec, temporal=temporal)
+        work = in_context(partial(commit_frame, item, frame, run, self.spec, temporal=temporal))
 
         def committed(_: Any) -> None:
             self.report.written += 1
@@ -573,7 +586,8 @@ class PredictJob:
                     self._kept(plan)
                     self._item_done(job.name)
                     continue
-                image = load_image(job.path)
+                with stage("decode"):
+                    image = load_image(job.path)
                 size = (int(image.shape[1]), int(image.shape[0]))
                 boxes = boxes_for(self.boxes, job.path.name, size=size)
             except (InputError, OSError) as exc:
@@ -675,7 +689,8 @@ class PredictJob:
                 if deferred:
                     record = temporal_record(self.spec, fps, item.plan)
                 else:
-                    record = temporal.computed(frame, item.plan.compute)  # in frame order, before the commit
+                    with stage("temporal"):  # in frame order, before the commit
+                        record = temporal.computed(frame, item.plan.compute)
 
                 def recorded(item: FrameItem = item) -> None:
                     writer.record(item.number, f"{item.name}.json")
@@ -710,7 +725,8 @@ class PredictJob:
                     self._item_done(label)
                     state["done"] += 1
                     continue
-                image = load()
+                with stage("decode"):
+                    image = load()
                 size = (int(image.shape[1]), int(image.shape[0]))
                 boxes = boxes_for(self.boxes, source_name, number, size=size)
                 if buffer and buffer[0].plan.compute != plan.compute:

@@ -23,6 +23,7 @@ from ..formats.bundle import CaptureFrame, CapturePerson
 from ..formats.mesh import pointmap_to_mesh, write_mesh
 from ..tasks import registry as tasks_registry
 from ..tasks.base import Preview, Task
+from ..timing import stage
 from .drawing import pose_preview
 from .previews import (
     albedo_preview,
@@ -249,15 +250,23 @@ def frame_files(
     files: dict[str, Callable[[Path], Any]] = {}
     if with_previews:
         for suffix, make in preview_makers(frame, image).items():
-            files[f"{name}.{suffix}.png"] = lambda path, make=make: save_png(path, render_preview(make))
+            files[f"{name}.{suffix}.png"] = lambda path, make=make: _write_preview(path, make)
     if any("people" in task.json_fields and task.stored(frame) for task in tasks_registry.all_tasks()):
-        files[f"{name}.keypoints.json"] = _json_writer(keypoints_document(frame, name))
-        files[f"{name}.openpose.json"] = _json_writer(openpose_document(frame))
+        with stage("keypoints_json"):
+            files[f"{name}.keypoints.json"] = _json_writer(keypoints_document(frame, name))
+            files[f"{name}.openpose.json"] = _json_writer(openpose_document(frame))
     if mesh_format and frame.points is not None:
         mesh = pointmap_to_mesh(frame.points, colors=to_uint8(image), mask=frame.mask, normals=frame.normals)
         if len(mesh.faces):
             files[f"{name}.{mesh_format}"] = lambda path: write_mesh(path, mesh)
     return files
+
+
+def _write_preview(path: Path, make: Callable[[], np.ndarray]) -> None:
+    with stage("previews.render"):
+        pixels = render_preview(make)
+    with stage("previews.png"):
+        save_png(path, pixels)
 
 
 def write_frame_outputs(
@@ -284,8 +293,10 @@ def write_frame_outputs(
         files = frame_files(frame, image, name, with_previews=with_previews, mesh_format=mesh_format)
         for final, write in {**files, **(extra or {})}.items():
             tx.stage(final, write)
-        tx.stage_bundle(frame, compression=exr_compression)
-        return tx.commit(obsolete=output_names(name))
+        with stage("bundle.exr"):
+            tx.stage_bundle(frame, compression=exr_compression)
+        with stage("bundle.json"):
+            return tx.commit(obsolete=output_names(name))
 
 
 def rewrite_frame_outputs(

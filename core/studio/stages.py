@@ -25,6 +25,7 @@ import numpy as np
 from ..formats.bundle import CaptureFrame, CapturePerson, canonical_points, read_bundle
 from ..formats.errors import BundleError
 from ..tasks import registry as tasks_registry
+from ..timing import stage
 from .batches import TaskBatch
 from .capture import capture_frames
 from .carry import apply_carry, carried_seg, seg_batch
@@ -166,9 +167,10 @@ def compute_frames(
         mask = (
             old.mask if old is not None and GIVEN_INPUT in item.plan.carry and old.mask is not None else None
         )
-        frame = capture_frames(
-            [item.image], own, mask=mask, source_names=[item.source_name], host=host, consume=True
-        )[0]
+        with stage("capture"):
+            frame = capture_frames(
+                [item.image], own, mask=mask, source_names=[item.source_name], host=host, consume=True
+            )[0]
         apply_carry(frame, old, item.plan.carry)
         canonical_frame(frame, consumed=True)
         frames.append(frame)
@@ -209,6 +211,13 @@ def commit_frame(
     """One frame's transaction (transaction.py): previews, keypoint JSONs, mesh, EXR, JSON last. `temporal`: its
     `run.temporal` record; for a pending frame also the sidecar finalize needs (`pending_needs`), in the same
     commit."""
+    with stage("write.other"):
+        return _commit_frame(item, frame, run, spec, temporal)
+
+
+def _commit_frame(
+    item: FrameItem, frame: CaptureFrame, run: RunInfo, spec: Any, temporal: dict[str, Any] | None
+) -> Path:
     outputs = output_record(spec)
     frame.frame = item.number
     frame.run = frame_run_record(run, item.plan, item.source, outputs)

@@ -18,6 +18,7 @@ from ..pipeline.boxes import Box
 from ..pipeline.images import ImageSource
 from ..tasks import registry as tasks_registry
 from ..tasks.base import PredictContext
+from ..timing import stage
 from .batches import TaskBatch, place, require_batch
 from .chunking import run_chunked
 from .errors import StudioError
@@ -119,7 +120,8 @@ def run_tasks(
     modules = host.activate_all({task: models[task] for task in order})
 
     def work(start: int, stop: int) -> list[dict[str, Any]]:
-        prepared = [source.get(i, host.device) for i in range(start, stop)]
+        with stage("prepare"):
+            prepared = [source.get(i, host.device) for i in range(start, stop)]
         count = stop - start
         out: dict[str, list[Any]] = {}
         for name in order:
@@ -143,7 +145,8 @@ def run_tasks(
                 bands_above=options.bands_above,
                 start=start,
             )
-            out[name] = task.predict(modules[name], prepared, ctx)
+            with stage(f"{name}.other"):  # the predictor's own loop; its steps report their stages
+                out[name] = task.predict(modules[name], prepared, ctx)
         return [{task: out[task][j] for task in order} for j in range(count)]
 
     per_image = run_chunked(total, options.chunk_size, work, host, what="images")

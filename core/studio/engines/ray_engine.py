@@ -26,6 +26,7 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...timing import merge_stages
 from .. import errors
 from ..errors import EngineError, FinalizeError, OutputError
 from ..finalize import chunk_markers, finalize
@@ -253,6 +254,7 @@ def _collect(report: Any, results: list[UnitResult], retried: list[str], failed:
         report.skipped += result.skipped
         report.failures.extend(result.failures)
         report.notes.extend(result.notes)
+        merge_stages(report.stages, result.stages)  # the run record: every worker's stage totals
     report.retried.extend(retried)
     report.failures.extend(failed)
 

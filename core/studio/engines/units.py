@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...timing import StageTime
 from ..errors import InputError, StudioError
 from ..inputs import ImageJob, SequenceJob
 
@@ -59,6 +60,7 @@ class UnitResult:
     notes: list[str] = field(default_factory=list)
     fatal: tuple[str, str, dict[str, str]] | None = None
     worker: str = ""
+    stages: dict[str, StageTime] = field(default_factory=dict)  # the unit's run record of stage times
 
 
 def unit_size(total: int, workers: int, batch: int) -> int:
@@ -143,4 +145,5 @@ def run_unit(
         return result
     result.written, result.skipped = report.written, report.skipped
     result.failures, result.notes = list(report.failures), list(report.notes)
+    result.stages = dict(report.stages)
     return result
