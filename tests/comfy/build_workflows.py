@@ -56,13 +56,13 @@ def official_model(task: str, size: str = SIZE) -> dict[str, str]:
     return {"name": ref.filename, "url": ref.url, "directory": MODEL_DIRECTORY}
 
 
-def loader(g, task: str, title: str, **where):
+def loader(g, task: str, title: str | None = None, **where):
     """A loader whose download entry fetches the same task as its checkpoint (switching to it just works), and
     whose ``properties.models`` names that file: a workflow someone receives says exactly what to fetch."""
     model = official_model(task)
     return g.node(
         "Sapiens2ModelLoader",
-        title=title,
+        title=title or f"Load Sapiens2 {task}",
         models=[model],
         checkpoint=model["name"],
         download_task=task,
@@ -71,6 +71,76 @@ def loader(g, task: str, title: str, **where):
         attention="auto",
         **where,
     )
+
+
+def loaders(g, *tasks: str) -> dict:
+    """One loader per task, in this order (their node ids follow it)."""
+    return {task: loader(g, task) for task in tasks}
+
+
+def pose_loaders(g) -> dict:
+    """The pose model and the seg model that finds its people (both pose workflows)."""
+    return {"pose": loader(g, "pose"), "seg": loader(g, "seg", "Load Sapiens2 seg (finds people)")}
+
+
+def groups(g, *titles: str) -> None:
+    """One titled group per column, left to right."""
+    for column, title in enumerate(titles):
+        g.group(title, column)
+
+
+def lights(g):
+    """The key and rim Directional Lights both relight workflows chain (warm key, cool rim); the rim's output
+    carries both."""
+    key = g.node(
+        "Sapiens2DirectionalLight",
+        title="Key light",
+        column=1,
+        azimuth=55.0,
+        elevation=35.0,
+        color="#ffd9b0",
+        intensity=1.1,
+    )
+    return g.node(
+        "Sapiens2DirectionalLight",
+        title="Rim light",
+        azimuth=-150.0,
+        elevation=20.0,
+        color="#9fc4ff",
+        intensity=0.8,
+        lights=key.out(0),
+        column=1,
+    )
+
+
+def normals_and_pointmap(g, models: dict, image, seg, **pointmap_options) -> tuple:
+    """Normals and Pointmap of the person Segment masks (seg's person_mask output)."""
+    normals = g.node("Sapiens2Normals", model=models["normal"].out(0), image=image, mask=seg.out(2))
+    pointmap = g.node(
+        "Sapiens2Pointmap", model=models["pointmap"].out(0), image=image, mask=seg.out(2), **pointmap_options
+    )
+    return normals, pointmap
+
+
+def relight_node(g, image, normals, pointmap, lights_end, **mask):
+    """Relight with the look both relight workflows share (ambient 0.15, specular 0.1); ``mask`` names the
+    person's mask (and, from a matte, its foreground)."""
+    return g.node(
+        "Sapiens2Relight",
+        normals=normals.out(0),
+        image=image,
+        lights=lights_end.out(0),
+        pointmap=pointmap.out(0),
+        ambient=0.15,
+        specular=0.1,
+        **mask,
+    )
+
+
+def save_video(g, images, parts, title: str, filename_prefix: str, **where) -> None:
+    """Frames back into a video at the input's frame rate, with its audio (Get Video Components' outputs)."""
+    clip = g.node("CreateVideo", images=images, fps=parts.out(2), audio=parts.out(1))
+    g.node("SaveVideo", title=title, video=clip.out(0), filename_prefix=filename_prefix, **where)
 
 
 def relight(g) -> None:
@@ -88,51 +158,16 @@ def relight(g) -> None:
         "Tips: connect a Sapiens2 Albedo image to 'albedo' for cleaner colours; turn 'shadows' off for speed."
     )
     image = g.node("LoadImage", image=IMAGE)
-    seg_model = loader(g, "seg", "Load Sapiens2 seg")
-    normal_model = loader(g, "normal", "Load Sapiens2 normal")
-    pointmap_model = loader(g, "pointmap", "Load Sapiens2 pointmap")
-    matting_model = loader(g, "matting", "Load Sapiens2 matting")
-    seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
-    matte = g.node("Sapiens2Matte", model=matting_model.out(0), image=image.out(0))
-    normals = g.node("Sapiens2Normals", model=normal_model.out(0), image=image.out(0), mask=seg.out(2))
-    pointmap = g.node("Sapiens2Pointmap", model=pointmap_model.out(0), image=image.out(0), mask=seg.out(2))
-    key = g.node(
-        "Sapiens2DirectionalLight",
-        title="Key light",
-        column=1,
-        azimuth=55.0,
-        elevation=35.0,
-        color="#ffd9b0",
-        intensity=1.1,
-    )
-    rim = g.node(
-        "Sapiens2DirectionalLight",
-        title="Rim light",
-        azimuth=-150.0,
-        elevation=20.0,
-        color="#9fc4ff",
-        intensity=0.8,
-        lights=key.out(0),
-        column=1,
-    )
-    relit = g.node(
-        "Sapiens2Relight",
-        normals=normals.out(0),
-        image=image.out(0),
-        mask=matte.out(1),
-        foreground=matte.out(2),
-        lights=rim.out(0),
-        pointmap=pointmap.out(0),
-        ambient=0.15,
-        specular=0.1,
-    )
+    models = loaders(g, "seg", "normal", "pointmap", "matting")
+    seg = g.node("Sapiens2Segment", model=models["seg"].out(0), image=image.out(0))
+    matte = g.node("Sapiens2Matte", model=models["matting"].out(0), image=image.out(0))
+    normals, pointmap = normals_and_pointmap(g, models, image.out(0), seg)
+    rim = lights(g)
+    relit = relight_node(g, image.out(0), normals, pointmap, rim, mask=matte.out(1), foreground=matte.out(2))
     g.node("SaveImage", images=relit.out(0), filename_prefix="sapiens2/relit")
     g.node("SaveImage", title="Save light map", images=relit.out(1), filename_prefix="sapiens2/light_map")
-    g.group("1 · Photo and models", 0)
-    g.group("2 · Mask, matte, lights", 1)
-    g.group("3 · Normals and depth", 2)
-    g.group("4 · Relight", 3)
-    g.group("5 · Save", 4)
+    groups(g, "1 · Photo and models", "2 · Mask, matte, lights", "3 · Normals and depth", "4 · Relight",
+           "5 · Save")  # fmt: skip
 
 
 def tryon(g) -> None:
@@ -152,11 +187,10 @@ def tryon(g) -> None:
         "   try-on models trained on studio photos handle best."
     )
     image = g.node("LoadImage", image=IMAGE)
-    seg_model = loader(g, "seg", "Load Sapiens2 seg")
-    matting_model = loader(g, "matting", "Load Sapiens2 matting")
-    seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
+    models = loaders(g, "seg", "matting")
+    seg = g.node("Sapiens2Segment", model=models["seg"].out(0), image=image.out(0))
     matte = g.node(
-        "Sapiens2Matte", model=matting_model.out(0), image=image.out(0), background_color="#ffffff"
+        "Sapiens2Matte", model=models["matting"].out(0), image=image.out(0), background_color="#ffffff"
     )
     garment = g.node(
         "Sapiens2BodyPartMask", title="Upper-body garment mask", seg=seg.out(0), preset="tryon_upper", grow=6,
@@ -178,11 +212,8 @@ def tryon(g) -> None:
         images=cutout.out(0),
         filename_prefix="sapiens2/tryon_inpaint",
     )
-    g.group("1 · Photo and model", 0)
-    g.group("2 · Segment and matte", 1)
-    g.group("3 · Garment mask", 2)
-    g.group("4 · Mask image and cut-out", 3)
-    g.group("5 · Save", 4)
+    groups(g, "1 · Photo and model", "2 · Segment and matte", "3 · Garment mask", "4 · Mask image and cut-out",
+           "5 · Save")  # fmt: skip
 
 
 def pose(g) -> None:
@@ -196,22 +227,18 @@ def pose(g) -> None:
         "   controlnet_aux's render/edit nodes and ComfyUI's SDPose nodes."
     )
     image = g.node("LoadImage", image=IMAGE)
-    pose_model = loader(g, "pose", "Load Sapiens2 pose")
-    seg_model = loader(g, "seg", "Load Sapiens2 seg (finds people)")
+    models = pose_loaders(g)
     estimate = g.node(
         "Sapiens2Pose",
-        model=pose_model.out(0),
+        model=models["pose"].out(0),
         image=image.out(0),
-        seg_model=seg_model.out(0),
+        seg_model=models["seg"].out(0),
         flip_test=True,
     )
     drawn = g.node("Sapiens2DrawPose", keypoints=estimate.out(0))
     g.node("SaveImage", title="Save OpenPose image", images=drawn.out(0), filename_prefix="sapiens2/openpose")
     g.node("PreviewAny", title="POSE_KEYPOINT JSON", source=estimate.out(0))
-    g.group("1 · Photo and models", 0)
-    g.group("2 · Pose", 1)
-    g.group("3 · Skeleton and keypoints", 2)
-    g.group("4 · Save", 3)
+    groups(g, "1 · Photo and models", "2 · Pose", "3 · Skeleton and keypoints", "4 · Save")
 
 
 def video_pose(g) -> None:
@@ -229,14 +256,13 @@ def video_pose(g) -> None:
         "   POSE_KEYPOINT list feeds controlnet_aux's render/edit nodes."
     )
     video = g.node("LoadVideo", file=VIDEO)
-    pose_model = loader(g, "pose", "Load Sapiens2 pose")
-    seg_model = loader(g, "seg", "Load Sapiens2 seg (finds people)")
+    models = pose_loaders(g)
     parts = g.node("GetVideoComponents", video=video.out(0), column=1)
     estimate = g.node(
         "Sapiens2Pose",
-        model=pose_model.out(0),
+        model=models["pose"].out(0),
         image=video.out(0),
-        seg_model=seg_model.out(0),
+        seg_model=models["seg"].out(0),
         flip_test=False,
         when_nobody_found="no people",
         smooth=True,
@@ -244,13 +270,9 @@ def video_pose(g) -> None:
         column=1,
     )
     drawn = g.node("Sapiens2DrawPose", keypoints=estimate.out(0))
-    clip = g.node("CreateVideo", images=drawn.out(0), fps=parts.out(2), audio=parts.out(1))
-    g.node("SaveVideo", title="Save skeleton video", video=clip.out(0), filename_prefix="sapiens2/pose_video")
-    g.group("1 · Video and models", 0)
-    g.group("2 · Smoothed, tracked pose", 1)
-    g.group("3 · Skeleton frames", 2)
-    g.group("4 · Skeleton video", 3)
-    g.group("5 · Save", 4)
+    save_video(g, drawn.out(0), parts, "Save skeleton video", "sapiens2/pose_video")
+    groups(g, "1 · Video and models", "2 · Smoothed, tracked pose", "3 · Skeleton frames", "4 · Skeleton video",
+           "5 · Save")  # fmt: skip
 
 
 def video_relight(g) -> None:
@@ -266,56 +288,13 @@ def video_relight(g) -> None:
         "   (it smooths the pointmap scale across the frames, as `sapiens2 predict --smooth`)."
     )
     video = g.node("LoadVideo", file=VIDEO)
-    seg_model = loader(g, "seg", "Load Sapiens2 seg")
-    normal_model = loader(g, "normal", "Load Sapiens2 normal")
-    pointmap_model = loader(g, "pointmap", "Load Sapiens2 pointmap")
+    models = loaders(g, "seg", "normal", "pointmap")
     parts = g.node("GetVideoComponents", video=video.out(0), column=1)
-    seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=parts.out(0), column=1)
-    key = g.node(
-        "Sapiens2DirectionalLight",
-        title="Key light",
-        column=1,
-        azimuth=55.0,
-        elevation=35.0,
-        color="#ffd9b0",
-        intensity=1.1,
-    )
-    rim = g.node(
-        "Sapiens2DirectionalLight",
-        title="Rim light",
-        azimuth=-150.0,
-        elevation=20.0,
-        color="#9fc4ff",
-        intensity=0.8,
-        lights=key.out(0),
-        column=1,
-    )
-    normals = g.node("Sapiens2Normals", model=normal_model.out(0), image=parts.out(0), mask=seg.out(2))
-    pointmap = g.node(
-        "Sapiens2Pointmap",
-        model=pointmap_model.out(0),
-        image=parts.out(0),
-        mask=seg.out(2),
-        normalize_per_image=False,
-    )
-    relit = g.node(
-        "Sapiens2Relight",
-        normals=normals.out(0),
-        image=parts.out(0),
-        mask=seg.out(2),
-        lights=rim.out(0),
-        pointmap=pointmap.out(0),
-        ambient=0.15,
-        specular=0.1,
-    )
-    clip = g.node("CreateVideo", images=relit.out(0), fps=parts.out(2), audio=parts.out(1))
-    g.node(
-        "SaveVideo",
-        title="Save relit video",
-        video=clip.out(0),
-        filename_prefix="sapiens2/relit_video",
-        column=4,
-    )
+    seg = g.node("Sapiens2Segment", model=models["seg"].out(0), image=parts.out(0), column=1)
+    rim = lights(g)
+    normals, pointmap = normals_and_pointmap(g, models, parts.out(0), seg, normalize_per_image=False)
+    relit = relight_node(g, parts.out(0), normals, pointmap, rim, mask=seg.out(2))
+    save_video(g, relit.out(0), parts, "Save relit video", "sapiens2/relit_video", column=4)
     g.node(
         "SaveImage",
         title="Save depth frames",
@@ -323,11 +302,8 @@ def video_relight(g) -> None:
         filename_prefix="sapiens2/video_depth",
         column=4,
     )
-    g.group("1 · Video and models", 0)
-    g.group("2 · Frames, mask, lights", 1)
-    g.group("3 · Normals and depth", 2)
-    g.group("4 · Relight", 3)
-    g.group("5 · Video and save", 4)
+    groups(g, "1 · Video and models", "2 · Frames, mask, lights", "3 · Normals and depth", "4 · Relight",
+           "5 · Video and save")  # fmt: skip
 
 
 def blender(g) -> None:
@@ -340,20 +316,16 @@ def blender(g) -> None:
         "4. Export Mesh writes a GLB you can preview in ComfyUI's Preview 3D or open anywhere."
     )
     image = g.node("LoadImage", image=IMAGE)
-    seg_model = loader(g, "seg", "Load Sapiens2 seg")
-    pose_model = loader(g, "pose", "Load Sapiens2 pose")
-    normal_model = loader(g, "normal", "Load Sapiens2 normal")
-    pointmap_model = loader(g, "pointmap", "Load Sapiens2 pointmap")
-    seg = g.node("Sapiens2Segment", model=seg_model.out(0), image=image.out(0))
+    models = loaders(g, "seg", "pose", "normal", "pointmap")
+    seg = g.node("Sapiens2Segment", model=models["seg"].out(0), image=image.out(0))
     estimate = g.node(
         "Sapiens2Pose",
-        model=pose_model.out(0),
+        model=models["pose"].out(0),
         image=image.out(0),
-        seg_model=seg_model.out(0),
+        seg_model=models["seg"].out(0),
         flip_test=False,
     )
-    normals = g.node("Sapiens2Normals", model=normal_model.out(0), image=image.out(0), mask=seg.out(2))
-    pointmap = g.node("Sapiens2Pointmap", model=pointmap_model.out(0), image=image.out(0), mask=seg.out(2))
+    normals, pointmap = normals_and_pointmap(g, models, image.out(0), seg)
     bundle = g.node(
         "Sapiens2SaveCaptureBundle",
         image=image.out(0),
@@ -369,11 +341,8 @@ def blender(g) -> None:
         filename_prefix="sapiens2/mesh",
     )  # fmt: skip
     g.node("SaveImage", title="Save depth preview", images=pointmap.out(1), filename_prefix="sapiens2/depth")
-    g.group("1 · Photo and models", 0)
-    g.group("2 · Segment and pose", 1)
-    g.group("3 · Normals and depth", 2)
-    g.group("4 · Export", 3)
-    g.group("5 · Bundle path", 4)
+    groups(g, "1 · Photo and models", "2 · Segment and pose", "3 · Normals and depth", "4 · Export",
+           "5 · Bundle path")  # fmt: skip
 
 
 WORKFLOWS = {
@@ -401,26 +370,31 @@ def build_all(object_info: dict, out_dir: Path = harness.WORKFLOWS) -> list[Path
     return written
 
 
-def main() -> int:
+def object_info() -> dict | None:
+    """The backend's /object_info: from --url's running server, else from the oldest backend of the matrix
+    (what it describes, every newer one loads), started for this; None (and why, on stderr) without hosts."""
     if len(sys.argv) > 2 and sys.argv[1] == "--url":  # reuse a running server
-        for path in build_all(harness.Client(sys.argv[2]).get("/object_info")):
-            print(path.relative_to(harness.REPO))
-        return 0
+        return harness.Client(sys.argv[2]).get("/object_info")
     matrix = hosts.load_matrix()
     if not matrix.hosts:
         print(matrix.reason, file=sys.stderr)
-        return 2
-    host = matrix.hosts[0]  # the oldest backend of the matrix: what it describes, every newer one loads
-    checkout, python = host.checkout, host.python
+        return None
+    host = matrix.hosts[0]
     with tempfile.TemporaryDirectory() as tmp:
         models = Path(tmp) / "models"
         harness.write_models(models)
-        server = harness.ComfyServer(checkout, python, Path(tmp) / "base", harness.free_port())
+        server = harness.ComfyServer(host.checkout, host.python, Path(tmp) / "base", harness.free_port())
         server.start(models)
         try:
-            info = harness.Client(server.url).get("/object_info")
+            return harness.Client(server.url).get("/object_info")
         finally:
             server.stop()
+
+
+def main() -> int:
+    info = object_info()
+    if info is None:
+        return 2
     for path in build_all(info):
         print(path.relative_to(harness.REPO))
     return 0
