@@ -57,14 +57,23 @@ def smooth_input() -> io.Input:
     return io.Boolean.Input("smooth", default=False, optional=True, tooltip=SMOOTH_TOOLTIP)
 
 
-def fps_input(default: float = 0.0, *, optional: bool = True) -> io.Input:
+FPS_TOOLTIP = "Frame rate of the sequence (smoothing and the bundle's index); 0: the video's, else 24."
+
+
+def fps_input(default: float = 0.0, *, optional: bool = True, tooltip: str = FPS_TOOLTIP) -> io.Input:
     """The CLI's ``--fps``: 0 takes the video's frame rate, else 24 (the CLI's default)."""
     return io.Float.Input(
-        "fps",
-        default=default,
-        min=0.0,
-        max=1000.0,
-        step=0.01,
-        optional=optional,
-        tooltip="Frame rate of the sequence (smoothing and the bundle's index); 0: the video's, else 24.",
+        "fps", default=default, min=0.0, max=1000.0, step=0.01, optional=optional, tooltip=tooltip
+    )
+
+
+def max_edge_ratio_input() -> io.Input:
+    """The CLI's ``--max-edge-ratio`` of the mesh writers (Export Mesh, Save USD)."""
+    return io.Float.Input(
+        "max_edge_ratio",
+        default=0.05,
+        min=0.001,
+        max=10.0,
+        step=0.001,
+        tooltip="Drop triangles whose depth range exceeds this fraction of their depth (silhouettes).",
     )

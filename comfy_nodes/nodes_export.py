@@ -26,25 +26,11 @@ from .compat import (
     schema,
 )
 from .errors import node_errors
-from .inputs import filename_prefix_input, smooth_input
+from .inputs import filename_prefix_input, fps_input, max_edge_ratio_input, smooth_input
+from .outputs import output_target
 
 BUNDLE_NAME = "Sapiens2 Save Capture Bundle"
 MESH_NAME = "Sapiens2 Export Mesh"
-
-
-def _output_target(prefix: str, width: int, height: int) -> tuple[str, str, str]:
-    """(folder, unique base name, subfolder) inside ComfyUI's output directory; refuses paths outside it."""
-    import folder_paths
-
-    output_dir = folder_paths.get_output_directory()
-    folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(
-        prefix, output_dir, width, height
-    )
-    return folder, f"{filename}_{counter:05}_", subfolder
-
-
-def _relative(path: str, subfolder: str) -> str:
-    return os.path.join(subfolder, os.path.basename(path)).replace("\\", "/")
 
 
 class Sapiens2SaveCaptureBundle(io.ComfyNode):
@@ -73,12 +59,8 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
                 io.Mask.Input(
                     "mask", optional=True, tooltip="Person mask; default: the segmentation's foreground."
                 ),
-                io.Float.Input(
-                    "fps",
-                    default=0.0,
-                    min=0.0,
-                    max=1000.0,
-                    step=0.01,
+                fps_input(
+                    optional=False,
                     tooltip="Frame rate of a sequence (the index and smoothing); 0: the video's, else 24.",
                 ),
                 MattingData.Input(
@@ -136,10 +118,10 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         if isinstance(task_results, TaskBatch):  # Run Task's results: any registered task, plug-ins included
             batches[task_results.task] = batches.get(task_results.task) or task_results
         height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip
-        folder, name, subfolder = _output_target(filename_prefix, width, height)
+        target = output_target(filename_prefix, width, height)
         path, count = save_sequence_bundle(
-            folder,
-            name,
+            target.folder,
+            target.base,
             image,
             batches,
             fps=sequence_fps(fps, video_fps),
@@ -149,7 +131,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
             host=host,
             compression=exr_compression,
         )
-        relative = _relative(str(path), subfolder)
+        relative = target.relative(path)
         text = "\n".join([f"saved {relative} ({count} frame(s))", *(f"warning: {n}" for n in host.notes)])
         return io.NodeOutput(relative, ui=ui.PreviewText(text))
 
@@ -194,14 +176,7 @@ class Sapiens2ExportMesh(io.ComfyNode):
                     "format", options=list(exports.MESH_FORMATS), default="glb", tooltip="File type."
                 ),
                 filename_prefix_input("sapiens2/mesh"),
-                io.Float.Input(
-                    "max_edge_ratio",
-                    default=0.05,
-                    min=0.001,
-                    max=10.0,
-                    step=0.001,
-                    tooltip="Drop triangles whose depth range exceeds this fraction of their depth (silhouettes).",
-                ),
+                max_edge_ratio_input(),
             ],
             outputs=outputs,
             is_output_node=True,
@@ -213,20 +188,21 @@ class Sapiens2ExportMesh(io.ComfyNode):
         cls, pointmap, format, filename_prefix, max_edge_ratio, image=None, mask=None, normals=None
     ) -> io.NodeOutput:
         width, height = pointmap.size if isinstance(pointmap, TaskBatch) and len(pointmap) else (0, 0)
-        folder, name, subfolder = _output_target(filename_prefix, width, height)
+        target = output_target(filename_prefix, width, height)
         paths = exports.export_meshes(
             pointmap,
-            folder,
-            name,
+            target.folder,
+            target.base,
             fmt=format,
             image=image,
             mask=mask,
             normals=normals,
             max_edge_ratio=max_edge_ratio,
         )
-        relative = [_relative(str(p), subfolder) for p in paths]
+        relative = [target.relative(p) for p in paths]
         results = [
-            {"filename": os.path.basename(str(p)), "subfolder": subfolder, "type": "output"} for p in paths
+            {"filename": os.path.basename(str(p)), "subfolder": target.subfolder, "type": "output"}
+            for p in paths
         ]
         values = [relative[0]]
         if file3d_output_type() is not None:

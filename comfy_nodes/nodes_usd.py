@@ -28,7 +28,8 @@ from .compat import (
     schema,
 )
 from .errors import node_errors
-from .inputs import filename_prefix_input, smooth_input
+from .inputs import filename_prefix_input, fps_input, max_edge_ratio_input, smooth_input
+from .outputs import output_target
 
 USD_NAME = "Sapiens2 Save USD"
 USD_FORMATS = ("usdz", "usdc")
@@ -61,23 +62,12 @@ class Sapiens2SaveUSD(io.ComfyNode):
                     "in a folder beside it.",
                 ),
                 filename_prefix_input("sapiens2/usd"),
-                io.Float.Input(
-                    "fps",
-                    default=0.0,
-                    min=0.0,
-                    max=1000.0,
-                    step=0.01,
+                fps_input(
+                    optional=False,
                     tooltip="Frame rate of a batch (the stage's time codes per second, and smoothing); 0: the "
                     "video's, else 24.",
                 ),
-                io.Float.Input(
-                    "max_edge_ratio",
-                    default=0.05,
-                    min=0.001,
-                    max=10.0,
-                    step=0.001,
-                    tooltip="Drop triangles whose depth range exceeds this fraction of their depth (silhouettes).",
-                ),
+                max_edge_ratio_input(),
                 PoseData.Input("pose", optional=True, tooltip="Pose (from Sapiens2 Pose): the skeletons."),
                 SegData.Input(
                     "seg", optional=True, tooltip="Segmentation: body-part ids and the person mask."
@@ -120,14 +110,10 @@ class Sapiens2SaveUSD(io.ComfyNode):
         smooth=False,
     ) -> io.NodeOutput:
         require_pxr()  # before any work
-        import folder_paths
-
         image, video_fps = frames_of(image)
         height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip
-        folder, filename, counter, subfolder, _ = folder_paths.get_save_image_path(
-            filename_prefix, folder_paths.get_output_directory(), width, height
-        )
-        name = f"{filename}_{counter:05}_.{format}"
+        target = output_target(filename_prefix, width, height)
+        path = os.path.join(target.folder, f"{target.base}.{format}")
         host = ComfyHost(cls.hidden.unique_id)
         batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
         rate = sequence_fps(fps, video_fps)
@@ -136,12 +122,12 @@ class Sapiens2SaveUSD(io.ComfyNode):
         )
         summary = write_usd(
             _numbered(frames),
-            os.path.join(folder, name),
+            path,
             fps=rate,
-            name=filename,
+            name=target.filename,
             max_edge_ratio=max_edge_ratio,
         )
-        relative = os.path.join(subfolder, name).replace("\\", "/")
+        relative = target.relative(path)
         lines = [
             f"saved {relative}: {summary.frames} frame(s) {summary.start}-{summary.end} at {summary.fps:g} fps, "
             f"{summary.people} person(s), up to {summary.vertices} mesh vertices",
