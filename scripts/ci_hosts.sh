@@ -55,10 +55,37 @@ comfy() {
     aux_requirements >"$aux_req"
     key="$(sha256sum "$archive" "$SHARED/tools/setup_comfyui.sh" "$aux_req" "$0" | sha256sum)"
     if stamp_ok "$stamp" "$key"; then echo "comfyui $version: up to date"; return; fi
+    shared_torch "$dest-venv"
     bash "$SHARED/tools/setup_comfyui.sh" "$archive" "$dest"
     "$dest-venv/bin/python" -m pip install -q openexr "usd-core==26.11" -r "$aux_req"  # usd-core: Save USD node
     echo "$key" >"$stamp"
     echo "comfyui $version: set up in $dest"
+}
+
+shared_torch() {  # $1 a ComfyUI venv (made here if missing) that takes torch from one shared folder
+    # Why: torch/torchvision/torchaudio as setup_comfyui.sh pins them are a CUDA build with its nvidia wheels,
+    # about 5.5 GB per venv; two ComfyUI hosts holding their own copies filled a CI machine's disk. One copy in
+    # .hosts/comfy-torch is put on each ComfyUI venv's path by a .pth file (after the venv's own site-packages, so
+    # a package the venv installs itself still wins). pip then finds the pins already satisfied and never
+    # changes the shared folder ("outside environment"). Both ComfyUI set-ups run at once: a lock makes one
+    # install it while the other waits.
+    local venv=$1 shared="$HOSTS/comfy-torch" pins key site
+    pins=$(grep -o 'install -q torch==[^ ]* torchvision==[^ ]* torchaudio==[^ ]*' "$SHARED/tools/setup_comfyui.sh" \
+        | sed 's/^install -q //') || { echo "ci_hosts.sh: no torch pins in setup_comfyui.sh" >&2; exit 3; }
+    key="$pins $(python3 -V 2>&1)"
+    (
+        flock 9
+        if ! stamp_ok "$shared.stamp" "$key"; then
+            rm -rf "$shared"
+            python3 -m venv "$shared"
+            # shellcheck disable=SC2086  # the pins are separate words
+            "$shared/bin/python" -m pip install -q $pins
+            echo "$key" >"$shared.stamp"
+        fi
+    ) 9>"$HOSTS/comfy-torch.lock"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    "$shared/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' >"$site/sapiens2-shared-torch.pth"
 }
 
 aux_archive() {

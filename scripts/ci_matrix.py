@@ -241,7 +241,10 @@ def main(argv: list[str] | None = None) -> int:
         f"test matrix: {len(all_steps)} steps, {jobs} at a time; logs in {LOGS.relative_to(REPO)}/",
         flush=True,
     )
+    free_at_start = _free_gb()
+    print(disk_note(free_at_start), flush=True)
     run(all_steps, jobs, env)
+    print(f"disk: {free_at_start:.1f} GB free at the start, {_free_gb():.1f} GB at the end", flush=True)
     manifest = json.loads(
         write_manifest({s.name: s for s in all_steps}).read_text()
     )  # complete, for later runs
@@ -255,6 +258,26 @@ def main(argv: list[str] | None = None) -> int:
               + "; ".join(f"{s.name} ({s.skip})" for s in missing))  # fmt: skip
         ok = False
     return 0 if ok else 1
+
+
+# What a cold run writes: .venv (CPU torch) ~2.5 GB, the two ComfyUI venvs ~3.5 GB plus the torch they share
+# ~5.5 GB, four bpy venvs ~4 GB, frontends and chromium ~0.5 GB, pip's unpacking and the tests' temporary files
+# a few GB more (measured on a fresh clone, docs/testing.md).
+COLD_RUN_GB = 20
+
+
+def _free_gb() -> float:
+    return shutil.disk_usage(REPO).free / 1e9
+
+
+def disk_note(free_gb: float) -> str:
+    """One line on the disk: a run that dies of a full disk half-way says nothing useful, so say it up front."""
+    if free_gb >= COLD_RUN_GB or (HOSTS / "hosts.json").is_file():
+        return f"disk: {free_gb:.1f} GB free"
+    return (
+        f"disk: WARNING only {free_gb:.1f} GB free where a cold run (nothing in .hosts/) needs about "
+        f"{COLD_RUN_GB} GB; set-ups may fail with 'No space left on device'"
+    )
 
 
 def _load_summary():
