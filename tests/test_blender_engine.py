@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -167,18 +168,22 @@ def test_runner_cancel_stops_within_a_frame_and_skip_existing_completes(eng, hom
     out = tmp_path / "out"
     args = request(inputs=frames, out=str(out), tasks=["seg"], device="cpu", checkpoint_dir=str(home)).argv()
     run = runner.EngineRun(_this_engine(eng), args)
-    seen_at_cancel = None
+    seen_at_cancel = cancel_at = None
+    poll_times = []
     deadline = time.monotonic() + 120
     while not run.done:
         assert time.monotonic() < deadline
         t0 = time.perf_counter()
         run.poll()
-        assert time.perf_counter() - t0 < 0.05  # a poll never waits for the engine
+        poll_times.append(time.perf_counter() - t0)
         if seen_at_cancel is None and run.progress.done >= 2:
             run.cancel()
-            seen_at_cancel = run.progress.done
+            seen_at_cancel, cancel_at = run.progress.done, time.time()
         time.sleep(0.01)
     run.wait()
+    # A poll never waits for the engine: a blocking read would wait a whole frame on most polls. Judged by the
+    # median and a loose maximum, since one poll may be descheduled for a while on a loaded machine.
+    assert statistics.median(poll_times) < 0.005 and max(poll_times) < 1.0, sorted(poll_times)[-5:]
     outcome = run.outcome()
     assert outcome.stopped and outcome.exit_code == 128 + signal.SIGINT == 130
     committed = sorted(p.name for p in (out / "walk").glob("walk_[0-9][0-9][0-9][0-9].json"))
@@ -189,7 +194,10 @@ def test_runner_cancel_stops_within_a_frame_and_skip_existing_completes(eng, hom
         error,
         run.progress.events,
     )
-    assert seen_at_cancel <= len(committed) <= seen_at_cancel + 1  # stopped within one frame
+    # Stopped within one frame: at most one frame event is stamped (by the engine's clock, not by when this side's
+    # reader thread got round to it) after the stop was sent.
+    assert seen_at_cancel <= len(committed)
+    assert sum(e["t"] > cancel_at for e in run.progress.frames) <= 1, (cancel_at, run.progress.frames)
     assert (out / "walk" / "walk.partial.json").is_file()
     resume = request(inputs=frames, out=str(out), tasks=["seg"], device="cpu", checkpoint_dir=str(home),
                      skip_existing=True).argv()  # fmt: skip
