@@ -287,24 +287,25 @@ def test_realistic_walk_noise_free_is_reproduced_exactly():
 
 
 # Per-bone maxima over the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, measured
-# on noise seeds 5 / 6 (degrees). The spine meets the issue's 3 deg; the rest do NOT and are held as regression
-# bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
-# test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees.
-WALK_MEASURED = {"spine": (1.82, 2.83), "spine1": (1.72, 2.35), "spine2": (1.90, 1.94), "hips": (2.76, 3.79),
-                 "neck": (4.79, 6.87), "head": (3.24, 3.56), "clavicle": (3.42, 3.50), "upper_arm": (10.62, 13.29),
-                 "forearm": (12.92, 11.27), "hand": (15.63, 11.36), "thigh": (6.19, 6.55), "shin": (6.35, 6.47),
-                 "foot": (7.94, 7.15), "toe": (7.90, 7.21)}  # fmt: skip
-WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 4.4, "neck": 7.9, "head": 4.1, "clavicle": 4.0,
-               "upper_arm": 15.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.5, "shin": 7.5, "foot": 9.2,
-               "toe": 9.2}  # fmt: skip
+# on noise seeds 5 / 6 (degrees). The spine and the neck meet the issue's 3 deg; the rest do NOT and are held as
+# regression bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
+# test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees (arms, fingers) and
+# benchmarks/bench_rig_oracle.py (legs, hips, head: reachable in principle, see docs/blender.md).
+WALK_MEASURED = {"spine": (1.73, 2.68), "spine1": (1.64, 2.16), "spine2": (1.84, 1.92), "hips": (2.53, 3.37),
+                 "neck": (1.89, 2.52), "head": (3.07, 3.41), "clavicle": (3.41, 3.52), "upper_arm": (10.59, 10.38),
+                 "forearm": (12.91, 11.27), "hand": (15.63, 11.36), "thigh": (6.11, 6.09), "shin": (6.26, 6.03),
+                 "foot": (6.63, 6.77), "toe": (6.59, 6.82)}  # fmt: skip
+WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.9, "neck": 3.0, "head": 4.0, "clavicle": 4.0,
+               "upper_arm": 12.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.2, "shin": 7.2, "foot": 7.9,
+               "toe": 7.9}  # fmt: skip
 
 
 @pytest.mark.parametrize("seed", [5, 6])
 def test_realistic_walk_with_3mm_noise_per_bone(seed):
     """The issue's noisy case: the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, on
-    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine (hips to chest) only; the
+    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine and the neck only; the
     rest is held per bone as a regression bound (``WALK_BOUNDS``), so a change that helps shows and one that hurts
-    fails. Measured joints max 2.22 / 1.64 cm (p99 1.0 cm): the rig's joints hang off chains of noisy rotations
+    fails. Measured joints max 2.22 / 1.83 cm (p99 1.02 cm): the rig's joints hang off chains of noisy rotations
     (1 deg on a 0.8 m leg is 1.4 cm). Fingers are not bounded here (a 2 cm segment under 3 mm noise: see below)."""
     walk = _walker()
     truth = walk.walker(P)
@@ -434,6 +435,34 @@ def test_dropped_joints_are_refilled_from_the_body_shape(noise):
         assert after.max() < 0.04
         assert after.max() < 0.5 * before.max()
         assert after.mean() < 0.7 * before.mean()
+
+
+def test_refill_says_which_samples_to_trust():
+    """``rig_gaps.refill_with_trust``: confident samples get trust 1; a refilled sample gets the noise's share of
+    its expected error, and that ranks the samples as their real errors do (walking truth, 3 mm noise, 5 %
+    dropped: most dropped samples are refilled to about the noise, rms 5.3 mm; the few with trust < 0.3 are off by
+    14-17 mm rms). The solve's clean-up lets a head or foot fitted through a low-trust point lean on its
+    neighbours (feet 7.9 / 7.2 -> 6.6 / 6.8 deg, seeds 5 / 6)."""
+    walk = _walker()
+    truth = walk.walker(P)
+    kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
+    used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
+    for seed in (5, 6):
+        noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
+        valid = scores >= 0.3
+        linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
+        m = P["rig_measure"].measure(linear, valid, kp)
+        refilled, trust = P["rig_gaps"].refill_with_trust(linear, valid, kp, m)
+        np.testing.assert_array_equal(refilled, P["rig_gaps"].refill(linear, valid, kp, m))
+        assert np.all(trust[valid] == 1.0) and np.all((trust >= 0.0) & (trust <= 1.0))
+        error = np.linalg.norm(refilled - truth["keypoints"], axis=-1)[:, used]
+        low = ~valid[:, used] & (trust[:, used] < 0.3)
+        high = ~valid[:, used] & (trust[:, used] >= 0.3)
+        rms = [1000 * np.sqrt(np.mean(error[x] ** 2)) for x in (low, high)]
+        print(
+            f"seed {seed}: {low.sum()} low-trust samples rms {rms[0]:.1f} mm, {high.sum()} others {rms[1]:.1f} mm"
+        )
+        assert low.any() and rms[0] > 2.0 * rms[1]
 
 
 def test_refill_does_not_hurt_slow_motion(truth):

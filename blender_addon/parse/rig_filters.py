@@ -25,6 +25,7 @@ from .rig_keypoints import KeypointIndex, body_names
 MIN_CUTOFF = 1.0  # Hz
 BETA = 10.0  # Hz per rad/s
 ENVELOPE = 3  # frames either side: the speed that decides a frame's cut-off is the highest among them
+SPEED_GAIN = 84.0 / 1024.0  # sum of squares of track_speed's kernel (binomial, then centred difference)
 
 
 @dataclass(frozen=True)
@@ -49,20 +50,45 @@ def _alpha(cutoff: np.ndarray, fps: float) -> np.ndarray:
     return 1.0 / (1.0 + tau * fps)
 
 
-def _pass(x: np.ndarray, alpha: np.ndarray) -> np.ndarray:
-    """First-order recursive low-pass along axis 0 with a per-frame (and per-track) gain."""
+def _pass(x: np.ndarray, alpha: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """First-order recursive low-pass along axis 0 with a per-frame (and per-track) gain. It starts from the first
+    frame or, with (T,) ``weights``, from the weighted mean of the first frames that gather one full frame's
+    weight: a clip that ends on a barely-seen quantity (a straight knee's twist) must not start from that guess."""
     out = np.empty_like(x)
-    out[0] = prev = x[0]
+    prev = x[0]
+    if weights is not None and weights[0] < 1.0:
+        gathered = np.cumsum(weights) - weights < 1.0  # the first frame always counts
+        w = np.where(gathered, weights, 0.0)
+        w[0] = max(w[0], 1e-9)
+        prev = np.tensordot(w, x, axes=(0, 0)) / w.sum()
+        prev = prev + alpha[0] * (x[0] - prev)
+    out[0] = prev
     for t in range(1, x.shape[0]):
         prev = prev + alpha[t] * (x[t] - prev)
         out[t] = prev
     return out
 
 
-def track_speed(x: np.ndarray, fps: float, envelope: int = ENVELOPE) -> np.ndarray:
+def noise_speed(x: np.ndarray, fps: float) -> np.ndarray:
+    """(1, ..., 1) the rms speed ``track_speed`` reads from each (T, ..., C) track's noise alone. The noise is read
+    from the track itself, robustly: the median of its second differences (a smooth motion adds next to nothing to
+    them, a few fast frames do not move a median), over what a white noise gives them."""
+    if x.shape[0] < 5:
+        return np.zeros((1, *x.shape[1:-1], 1))
+    c = x.shape[-1]
+    r = x[1:-1] - 0.5 * (x[:-2] + x[2:])  # white noise of variance s^2 per component: 1.5 s^2
+    median_chi2 = c * (1.0 - 2.0 / (9.0 * c)) ** 3  # Wilson-Hilferty
+    variance = np.median(np.sum(r * r, axis=-1, keepdims=True), axis=0, keepdims=True) / (1.5 * median_chi2)
+    return np.sqrt(SPEED_GAIN * c * variance) * fps
+
+
+def track_speed(
+    x: np.ndarray, fps: float, envelope: int = ENVELOPE, floor: np.ndarray | float = 0.0
+) -> np.ndarray:
     """(T, ..., 1) speed of (T, ..., C) tracks (norm over C per second, centred difference over +-1 frame), as the
     highest value within +-``envelope`` frames: a sine's speed drops to zero at its turns, its envelope does not,
-    so the filter stays open through the peaks of a fast motion instead of rounding them."""
+    so the filter stays open through the peaks of a fast motion instead of rounding them. ``floor`` is taken off
+    each frame's speed (in quadrature) before the envelope: what noise alone would read."""
     frames = x.shape[0]
     t = np.arange(frames)
     near = [x[np.clip(t + k, 0, frames - 1)] for k in (-2, -1, 0, 1, 2)]
@@ -72,6 +98,7 @@ def track_speed(x: np.ndarray, fps: float, envelope: int = ENVELOPE) -> np.ndarr
     lo, hi = np.clip(t - 1, 0, frames - 1), np.clip(t + 1, 0, frames - 1)
     span = np.maximum(hi - lo, 1).reshape(-1, *([1] * (x.ndim - 1))) / fps
     speed = np.linalg.norm((calm[hi] - calm[lo]) / span, axis=-1, keepdims=True)
+    speed = np.sqrt(np.maximum(speed**2 - np.square(floor), 0.0))
     out = speed.copy()
     for k in range(1, envelope + 1):
         out[k:] = np.maximum(out[k:], speed[:-k])
@@ -85,6 +112,7 @@ def adaptive_smooth(
     cleanup: CleanUp,
     weights: np.ndarray | None = None,
     speed_scale: float = 1.0,
+    noise_floor: float = 0.0,
 ) -> np.ndarray:
     """Zero-phase speed-adaptive smoothing over axis 0 of (T, ..., C) tracks (C = the components of one quantity:
     a direction, a flattened rotation, a (cos, sin) twist, a position).
@@ -92,16 +120,20 @@ def adaptive_smooth(
     The cut-off of each frame is ``min_cutoff + beta * speed`` (``track_speed`` x ``speed_scale``, in rad/s); a
     forward and a backward One-Euro pass are averaged, so their lag and lead cancel (a step stays on its frame).
     ``weights`` (T,) in [0, 1] say how well a frame observes the quantity: a frame of weight 0 takes its value from
-    its neighbours only."""
+    its neighbours only. ``noise_floor`` > 0: a speed below that many times what the track's own noise reads
+    (``noise_speed``) counts as still -- for a quantity whose noise is large against its motion (a 10 cm neck
+    under 3 mm noise moves 2 deg a frame from noise alone, which would keep the cut-off open everywhere)."""
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] < 3:
         return x.copy()
-    speed = track_speed(x, fps, cleanup.envelope) * speed_scale
+    floor = noise_floor * noise_speed(x, fps) if noise_floor > 0 else 0.0
+    speed = track_speed(x, fps, cleanup.envelope, floor) * speed_scale
     alpha = _alpha(cleanup.min_cutoff + cleanup.beta * speed, fps)
     if weights is not None:
         alpha = alpha * np.asarray(weights, dtype=np.float64).reshape(-1, *([1] * (x.ndim - 1)))
-    forward = _pass(x, alpha)
-    backward = _pass(x[::-1], alpha[::-1])[::-1]
+    w = None if weights is None else np.asarray(weights, dtype=np.float64)
+    forward = _pass(x, alpha, w)
+    backward = _pass(x[::-1], alpha[::-1], None if w is None else w[::-1])[::-1]
     return 0.5 * (forward + backward)
 
 

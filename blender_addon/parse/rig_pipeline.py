@@ -12,7 +12,7 @@ import numpy as np
 
 from .poses import fill_gaps
 from .rig_filters import CleanUp, contact_weights, lock_feet
-from .rig_gaps import refill
+from .rig_gaps import refill_with_trust
 from .rig_keypoints import KeypointIndex
 from .rig_measure import measure
 from .rig_skeleton import Measurements, RestPose, rest_pose
@@ -47,21 +47,22 @@ class SolvedRig:
 
 def clean_tracks(
     tracks: np.ndarray, valid: np.ndarray, times: np.ndarray, fps: float, kp: KeypointIndex, s: RigSettings
-) -> tuple[np.ndarray, Measurements, dict[str, list[tuple[int, int]]]]:
+) -> tuple[np.ndarray, Measurements, dict[str, list[tuple[int, int]]], np.ndarray]:
     """Low-confidence samples interpolated in time, the body measured (confident samples only), the dropped
     samples re-placed from the body's rigid shape (``rig_gaps.refill``), then feet locked (so the contact
-    detector never sees a dropped joint). No smoothing here: the clean-up, when asked for, runs in the solve."""
+    detector never sees a dropped joint). No smoothing here: the clean-up, when asked for, runs in the solve.
+    Also returns (T, K) the trust of each sample (``rig_gaps.refill_with_trust``) for the solve's clean-up."""
     fallback = np.where(valid[..., None], tracks, np.nan)
     fallback = np.nan_to_num(np.nanmedian(fallback, axis=0)) if valid.any() else np.zeros(tracks.shape[1:])
     cleaned = fill_gaps(tracks, valid, fallback, times)
     m = measure(cleaned, valid, kp)
-    cleaned = refill(cleaned, valid, kp, m)
+    cleaned, trust = refill_with_trust(cleaned, valid, kp, m)
     contacts: dict[str, list[tuple[int, int]]] = {}
     if s.foot_lock and cleaned.shape[0] > 2:
         cleaned, contacts = lock_feet(
             cleaned, kp, fps, np.array(s.up), max_speed=0.25 * s.unit, max_height=0.04 * s.unit
         )
-    return cleaned, m, contacts
+    return cleaned, m, contacts, trust
 
 
 def solve_person(
@@ -78,12 +79,12 @@ def solve_person(
     times = (
         np.arange(tracks.shape[0], dtype=np.float64) if times is None else np.asarray(times, dtype=np.float64)
     )
-    cleaned, m, contacts = clean_tracks(np.asarray(tracks, dtype=np.float64), valid, times, fps, kp, s)
+    cleaned, m, contacts, trust = clean_tracks(np.asarray(tracks, dtype=np.float64), valid, times, fps, kp, s)
     rest = rest_pose(m, with_root=s.with_root, with_heel=s.with_heel, bend=s.rest_bend)
     cleanup = CleanUp.from_strength(s.strength) if s.smoothing else None
     frames = cleaned.shape[0]
     planted = (
         {side: contact_weights(runs, frames) for side, runs in contacts.items()} if s.foot_lock else None
     )
-    motion = solve(cleaned, kp, m, rest, cleanup, fps, planted)
+    motion = solve(cleaned, kp, m, rest, cleanup, fps, planted, trust)
     return SolvedRig(m, rest, motion, cleaned, list(names), contacts)

@@ -22,8 +22,8 @@ undefined): frames bent less than ``WEAK_BEND`` take the upper bone's twist from
 them (``rig_filters.fill_weak``), and a limb straight for the whole clip keeps its parent's twist.
 
 Clean-up (``rig_filters.CleanUp``) is speed-adaptive and runs *in joint space* -- on each quantity as the parent
-bone sees it (a bone's direction or rotation, a twist), and on the pelvis -- where motion is slower than in the
-world (a hand's world frame adds up the hips, spine, shoulder and elbow). A still joint loses its jitter; a fast
+bone sees it (a bone's direction or rotation, a twist), and on the pelvis (the root's heading and tilt apart) --
+where motion is slower than in the world (a hand's world frame adds up the hips, spine, shoulder and elbow). A still joint loses its jitter; a fast
 one keeps its motion (the cut-off opens with the local speed). Bend-plane twists are weighted by how bent the limb
 is (information ~ sin^2 of the bend), so nearly straight frames lean on their neighbours.
 """
@@ -54,6 +54,12 @@ from .rig_skeleton import HAND_REST, HEAD_REST, SIDES, SOLE_REST, Measurements, 
 # 9.6-12.6 -> 4.9-6.5 deg (seeds 5-7); a walking elbow is bent 15-45 deg, so its plane is seen only so well.
 BEND_REFERENCE = np.sin(np.radians(24.0))
 WEAK_BEND = np.sin(np.radians(2.0))  # below this bend a frame's twist comes from its neighbours
+# The neck is aimed from two points 10 cm apart: under 3 mm noise its direction jitters 2 deg a frame, which alone
+# keeps the speed-adaptive cut-off open. A speed below 4x what the neck's own noise reads counts as still
+# (rig_filters.noise_speed): on the walking truth at 3 mm the neck goes from 4.8 / 6.9 / 7.0 to 2.1 / 2.6 / 2.5
+# deg (seeds 5-7). Noise-free the floor is nil. The price: at 3 mm a neck nod under ~2.5 rad/s is smoothed at
+# the 1 Hz floor; other bones keep none (on limbs, legs, hips and clavicles it made the worst frame worse).
+NECK_NOISE_FLOOR = 4.0
 
 
 @dataclass
@@ -70,8 +76,9 @@ class Motion:
 
 class _Solver:
     def __init__(self, tracks: np.ndarray, kp: KeypointIndex, m: Measurements, rest: RestPose,
-                 cleanup: CleanUp | None, fps: float):  # fmt: skip
+                 cleanup: CleanUp | None, fps: float, trust: np.ndarray | None = None):  # fmt: skip
         self.tracks, self.kp, self.m, self.rest = tracks, kp, m, rest
+        self.trust = trust
         self.cleanup, self.fps = cleanup, float(fps)
         frames = tracks.shape[0]
         self.rot = np.tile(rest.frames[None], (frames, 1, 1, 1))
@@ -80,6 +87,20 @@ class _Solver:
     # --- helpers -------------------------------------------------------------------------------------------
     def p(self, name: str) -> np.ndarray:
         return self.kp(self.tracks, name)
+
+    def w(self, *names: str) -> np.ndarray | None:
+        """(T,) how far a rigid fit of these keypoints can be trusted: the ideal error over the expected one
+        (``rig_gaps.refill_with_trust``), combined as variances add -- a foot fitted through a refilled toe leans
+        on its neighbours. Only the head and foot fits use it: on the walking truth at 3 mm, 5 % dropped, it takes
+        the feet from 7.9 / 7.2 / 6.9 / 6.5 / 17.3 to 6.6 / 6.8 / 6.4 / 5.9 / 12.6 deg (seeds 5, 6, 8, 9, 10), at
+        15 % dropped from 10.3 / 10.5 to 6.9 / 8.3. On the hands it made a 15 %-dropped draw worse (forearm 14.1 ->
+        18.2 deg), on limb directions and twists the worst frame (a dropped knee at a jump's landing, where the
+        truth itself steps): a fast part leans better on its refilled sample than on its neighbours. None: trust
+        everything (no clean-up, or tracks given without trust)."""
+        if self.trust is None:
+            return None
+        t = np.stack([self.trust[:, self.kp.index[n]] for n in names], axis=-1)
+        return len(names) / np.sum(1.0 / np.maximum(t, 1e-6), axis=-1)
 
     def i(self, bone: str) -> int:
         return self.rest.index(bone)
@@ -104,12 +125,16 @@ class _Solver:
         self.rot[:, self.i(bone)] = rotation
 
     def smooth(
-        self, x: np.ndarray, weights: np.ndarray | None = None, speed_scale: float = 1.0
+        self,
+        x: np.ndarray,
+        weights: np.ndarray | None = None,
+        speed_scale: float = 1.0,
+        noise_floor: float = 0.0,
     ) -> np.ndarray:
         """The clean-up on (T, ..., C) tracks, or the tracks as they are when the user asked for none."""
         if self.cleanup is None:
             return x
-        return adaptive_smooth(x, self.fps, self.cleanup, weights, speed_scale)
+        return adaptive_smooth(x, self.fps, self.cleanup, weights, speed_scale, noise_floor)
 
     def steady(self, parent: np.ndarray, vectors: np.ndarray) -> np.ndarray:
         """Unit world vectors (T, ..., 3) cleaned up as ``parent`` (T, 3, 3) sees them, i.e. in joint space."""
@@ -118,26 +143,51 @@ class _Solver:
         local = np.einsum("tji,t...j->t...i", parent, vectors)
         return np.einsum("tij,t...j->t...i", parent, normalize(self.smooth(local)))
 
-    def steady_frame(self, parent: np.ndarray | None, frames: np.ndarray) -> np.ndarray:
+    def steady_frame(
+        self, parent: np.ndarray | None, frames: np.ndarray, weights: np.ndarray | None = None
+    ) -> np.ndarray:
         """World rotations (T, 3, 3) cleaned up relative to ``parent`` (None: in the world), kept rotations."""
         if self.cleanup is None:
             return frames
         local = frames if parent is None else np.swapaxes(parent, -1, -2) @ frames
-        flat = self.smooth(local.reshape(-1, 9) / np.sqrt(2.0)).reshape(-1, 3, 3) * np.sqrt(2.0)
+        flat = self.smooth(local.reshape(-1, 9) / np.sqrt(2.0), weights).reshape(-1, 3, 3) * np.sqrt(2.0)
         u, _, vt = np.linalg.svd(flat)
         d = np.sign(np.linalg.det(u @ vt))
         u[..., :, 2] *= d[:, None]
         cleaned = u @ vt
         return cleaned if parent is None else parent @ cleaned
 
+    def steady_heading(self, frames: np.ndarray) -> np.ndarray:
+        """World rotations (T, 3, 3) of the root cleaned up as a heading about the clip's mean up (its y axis) and
+        a tilt relative to that heading: a turn is fast in heading only, so the tilt keeps its low cut-off (one
+        filter on the whole rotation opened for every axis through the walk's 180 deg turn). Walking truth at 3 mm:
+        hips 2.8 / 3.8 / 3.5 / 2.8 / 2.9 / 3.2 -> 2.5 / 3.4 / 3.5 / 2.6 / 2.7 / 3.2 deg (seeds 5-10), the slow
+        truth's 3.3 / 3.5 / 3.3 -> 2.8 / 3.2 / 3.1. A clip whose up is not steady (a cartwheel) keeps one filter."""
+        if self.cleanup is None:
+            return frames
+        up = frames[..., :, 1].mean(axis=0)
+        if np.linalg.norm(up) < 0.5:
+            return self.steady_frame(None, frames)
+        up = normalize(up)
+        forward = reject(frames[..., :, 2], up)
+        reference = normalize(reject(np.mean(forward, axis=0), up))
+        if np.linalg.norm(reference) < 0.5:
+            reference = normalize(reject(forward[0], up))
+        heading = signed_angle(np.broadcast_to(reference, forward.shape), forward, up)
+        turn = axis_angle(np.broadcast_to(up, forward.shape), heading)
+        tilt = self.steady_frame(None, np.swapaxes(turn, -1, -2) @ frames)
+        return axis_angle(np.broadcast_to(up, forward.shape), self.steady_angle(heading)) @ tilt
+
     def parent_delta(self, bone: str) -> np.ndarray:
         return self.delta(self.rest.parent[self.i(bone)])
 
-    def aim(self, bone: str, target: np.ndarray) -> np.ndarray:
+    def aim(self, bone: str, target: np.ndarray, noise_floor: float = 0.0) -> np.ndarray:
         """Swing the carried frame so the bone points at ``target`` (no twist); returns the new frame."""
-        return self.aim_all([bone], [target])[0]
+        return self.aim_all([bone], [target], noise_floor)[0]
 
-    def aim_all(self, bones: list[str], targets: list[np.ndarray]) -> list[np.ndarray]:
+    def aim_all(
+        self, bones: list[str], targets: list[np.ndarray], noise_floor: float = 0.0
+    ) -> list[np.ndarray]:
         """``aim`` for bones that do not depend on each other (one finger segment of every finger), cleaned up
         in one call."""
         heads = [self.place(bone) for bone in bones]
@@ -145,7 +195,7 @@ class _Solver:
         seen = np.stack([normalize(t - h) for t, h in zip(targets, heads)], axis=1)
         local = np.einsum("tnji,tnj->tni", parents, seen)
         if self.cleanup is not None:
-            local = normalize(self.smooth(local))
+            local = normalize(self.smooth(local, noise_floor=noise_floor))
         directions = np.einsum("tnij,tnj->tni", parents, local)
         frames = []
         for k, bone in enumerate(bones):
@@ -154,13 +204,14 @@ class _Solver:
             self.set(bone, frames[-1])
         return frames
 
-    def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray) -> None:
+    def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray,
+            weights: np.ndarray | None = None) -> None:  # fmt: skip
         """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. Clean-up works on
         the fitted rotation as the parent bone sees it (a wrist's flexion is slow; the hand's world frame is not)."""
         b = self.i(bone)
         parent = self.delta(self.rest.parent[b])
         offsets = observed - observed.mean(axis=1, keepdims=True)
-        part = self.steady_frame(parent, kabsch(local, offsets))
+        part = self.steady_frame(parent, kabsch(local, offsets), weights)
         self.set(bone, part @ part_rest.T @ self.rest.frames[b])
 
     def steady_angle(self, angle: np.ndarray) -> np.ndarray:
@@ -180,7 +231,7 @@ class _Solver:
         torso = sum(self.m.lengths[b] for b in ("hips", "spine", "spine1", "spine2"))
         self.heads[:, hips] = self.smooth(self.kp.pelvis(self.tracks), speed_scale=1.0 / max(torso, 1e-9))
         observed = hips_frame(self.p("left_hip"), self.p("right_hip"), neck)
-        self.set("hips", self.steady_frame(None, observed))
+        self.set("hips", self.steady_heading(observed))
         self.place("spine")
         straight = self.aim("spine", neck)
         axis = straight[..., :, 1]
@@ -189,13 +240,13 @@ class _Solver:
         for k, bone in enumerate(("spine", "spine1", "spine2"), start=1):
             self.place(bone)
             self.set(bone, axis_angle(axis, twist * k / 3.0) @ straight)
-        self.aim("neck", self.kp.head_centre(self.tracks))
+        self.aim("neck", self.kp.head_centre(self.tracks), NECK_NOISE_FLOOR)
         self.place("head")
         layout = self.m.head_layout
         names = [n for n in self.kp.head_fit_names() if n in layout]
         local = np.stack([layout[n] for n in names])
         observed = np.stack([self.p(n) for n in names], axis=1)
-        self.fit("head", local, observed, HEAD_REST)
+        self.fit("head", local, observed, HEAD_REST, self.w(*names))
 
     def limb(self, upper: str, lower: str, pole: str, target: str) -> np.ndarray:
         """Upper bone aimed at the observed elbow/knee, lower at the wrist/ankle from where the upper ends;
@@ -324,8 +375,9 @@ class _Solver:
         self.limb(f"thigh.{side}", f"shin.{side}", n["knee"], n["ankle"])
         self.place(f"foot.{side}")
         local = np.vstack([np.zeros((1, 3)), self.m.side_layout(self.m.foot_layout, side)])
-        observed = np.stack([self.p(n[r]) for r in ("ankle", "heel", "big_toe", "small_toe")], axis=1)
-        self.fit(f"foot.{side}", local, observed, side_frame(SOLE_REST, side))
+        roles = [n[r] for r in ("ankle", "heel", "big_toe", "small_toe")]
+        observed = np.stack([self.p(r) for r in roles], axis=1)
+        self.fit(f"foot.{side}", local, observed, side_frame(SOLE_REST, side), self.w(*roles))
         for child in (f"toe.{side}", f"heel.{side}"):
             if child in self.rest.names:
                 self.place(child)
@@ -340,12 +392,13 @@ def solve(
     cleanup: CleanUp | None = None,
     fps: float = 30.0,
     planted: dict[str, np.ndarray] | None = None,
+    trust: np.ndarray | None = None,
 ) -> Motion:
     """Bone frames and heads for every frame of (T, K, 3) tracks (Blender frame, gap-free). Without ``cleanup``
     the keypoints are followed as they are; with it, joint-space speed-adaptive smoothing at ``fps``.
     ``planted``: per side ("L"/"R") a (T,) foot-lock weight (``rig_filters.contact_weights``): the leg is then
     solved onto the locked ankle by two-bone IK, blended in and out."""
-    solver = _Solver(np.asarray(tracks, dtype=np.float64), kp, m, rest, cleanup, fps)
+    solver = _Solver(np.asarray(tracks, dtype=np.float64), kp, m, rest, cleanup, fps, trust)
     solver.torso()
     for side in SIDES:
         solver.arm(side)
