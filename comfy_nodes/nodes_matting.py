@@ -16,6 +16,8 @@ MATTE_NAME = "Sapiens2 Matte"
 
 
 class Sapiens2Matte(io.ComfyNode):
+    TASK = "matting"  # the one task this node runs (the registry's name)
+
     @classmethod
     def define_schema(cls) -> io.Schema:
         return schema(
@@ -74,7 +76,7 @@ class Sapiens2Matte(io.ComfyNode):
     def execute(cls, model, image, chunk_size, background_color, background=None) -> io.NodeOutput:
         host = ComfyHost(cls.hidden.unique_id)
         rgb = check_image(image, "")
-        batch = run_tasks({"matting": model}, rgb, host, TaskOptions(chunk_size=chunk_size))["matting"]
+        batch = run_tasks({cls.TASK: model}, rgb, host, TaskOptions(chunk_size=chunk_size))[cls.TASK]
         alpha, foreground, composite = matte_images(
             batch, background=background, color=background_color, output_device=host.output_device
         )

@@ -18,6 +18,8 @@ MASK_NAME = "Sapiens2 Body-Part Mask"
 
 
 class Sapiens2Segment(io.ComfyNode):
+    TASK = "seg"  # the one task this node runs (the registry's name)
+
     @classmethod
     def define_schema(cls) -> io.Schema:
         return schema(
@@ -52,7 +54,7 @@ class Sapiens2Segment(io.ComfyNode):
     def execute(cls, model, image, chunk_size) -> io.NodeOutput:
         host = ComfyHost(cls.hidden.unique_id)
         rgb = check_image(image, "")
-        seg = run_tasks({"seg": model}, rgb, host, TaskOptions(chunk_size=chunk_size))["seg"]
+        seg = run_tasks({cls.TASK: model}, rgb, host, TaskOptions(chunk_size=chunk_size))[cls.TASK]
         preview = seg_preview_batch(seg, rgb, opacity=0.6)
         return io.NodeOutput(
             seg, preview.to(host.output_device), masks.foreground_masks(seg).to(host.output_device)

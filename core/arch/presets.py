@@ -3,6 +3,8 @@ previews, docs).  Loading never uses this table: `core.checkpoints.infer` reads 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig, official_kv_heads
 from .errors import ModelConfigError
 
@@ -18,15 +20,40 @@ BACKBONES = {
 # Head widths of the released task models (official configs; the 1B pose and the 5B dense heads differ).
 POSE = {"1b": ((1536, 1024), (768, 512, 256))}
 POSE_DEFAULT = ((1024, 768), (512, 512, 256))
+SEG = ((512, 256, 128, 64), (64, 64))
 DENSE = {
     ("normal", "5b"): ((1536, 768, 512, 256), (128, 64, 32)),
     ("albedo", "5b"): ((1536, 768, 512, 256), (64, 32, 16)),
     ("pointmap", "5b"): ((1536, 768, 768, 768), (128, 64, 32)),
     ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
 }
-# Output channels of the dense heads (matting: pre-multiplied foreground RGB + alpha).
-DENSE_OUT_CHANNELS = {"normal": 3, "albedo": 3, "pointmap": 3, "matting": 4}
 DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
+
+
+@dataclass(frozen=True)
+class HeadFacts:
+    """What an official task head is besides its widths, in one place for the presets and the tiny test models
+    (core/testing/synthetic): its kind, output channels, norm, whether it has the pointmap's scale branch, and for a
+    heatmap head the (×2 deconvs, convs) of its tiny test version (pose ends at 1/4 of the input, seg at full size)."""
+
+    kind: str  # "heatmap" | "dense"
+    out_channels: int
+    norm: str = "instance"
+    scale_branch: bool = False
+    tiny_layers: tuple[int, int] = (0, 0)
+
+
+# The official heads (matting: pre-multiplied foreground RGB + alpha; albedo: per-pixel RMSNorm).
+HEADS = {
+    "pose": HeadFacts("heatmap", 308, tiny_layers=(2, 2)),
+    "seg": HeadFacts("heatmap", 29, tiny_layers=(4, 1)),
+    "normal": HeadFacts("dense", 3),
+    "albedo": HeadFacts("dense", 3, norm="rms"),
+    "pointmap": HeadFacts("dense", 3, scale_branch=True),
+    "matting": HeadFacts("dense", 4),
+}
+# Output channels of the dense heads.
+DENSE_OUT_CHANNELS = {task: facts.out_channels for task, facts in HEADS.items() if facts.kind == "dense"}
 
 
 def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
@@ -53,16 +80,19 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
     embed = backbone.embed_dim
     if task == "pretrain":
         return ModelConfig(backbone=backbone)
-    if task == "pose":
-        deconv, conv = POSE.get(size, POSE_DEFAULT)
-        head = HeatmapHeadConfig(embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), 308)
-    elif task == "seg":
-        head = HeatmapHeadConfig(embed, (512, 256, 128, 64), (4, 4, 4, 4), (64, 64), (1, 1), 29)
-    elif task in DENSE_OUT_CHANNELS:
-        default = DENSE[("pointmap", "default")] if task == "pointmap" else DENSE_DEFAULT
-        upsample, conv = DENSE.get((task, size), default)
+    facts = HEADS.get(task)
+    if facts is None:
+        raise ModelConfigError(f"unknown task {task!r}")
+    if facts.kind == "heatmap":
+        # pose's widths depend on the size; seg's head is one for all sizes
+        deconv, conv = POSE.get(size, POSE_DEFAULT) if task == "pose" else SEG
+        head = HeatmapHeadConfig(
+            embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), facts.out_channels
+        )
+    else:
+        upsample, conv = DENSE.get((task, size), DENSE.get((task, "default"), DENSE_DEFAULT))
         extra: dict = {}
-        if task == "pointmap":
+        if facts.scale_branch:
             extra = {
                 "scale_conv_channels": (1536, 512, 128),
                 "scale_conv_kernels": (1, 1, 1),
@@ -73,12 +103,10 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
             upsample,
             conv,
             (3,) * len(conv),
-            out_channels=DENSE_OUT_CHANNELS[task],
-            norm="rms" if task == "albedo" else "instance",
+            out_channels=facts.out_channels,
+            norm=facts.norm,
             **extra,
         )
-    else:
-        raise ModelConfigError(f"unknown task {task!r}")
     return ModelConfig(backbone=backbone, task=task, head=head)
 
 

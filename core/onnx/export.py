@@ -28,7 +28,7 @@ from ..checkpoints.loader import load_model
 from ..pipeline.preprocess import NET_H, NET_W
 from .compat import exportable
 from .errors import INSTALL_HINTS, OnnxExportError, OnnxMissingError
-from .metadata import INPUT_NAME, OUTPUTS, OnnxMetadata, build_props, parse_props
+from .metadata import INPUT_NAME, OnnxMetadata, build_props, graph_outputs, parse_props
 from .wire import data_file, seal
 
 WEIGHT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}
@@ -205,7 +205,7 @@ def _trace(model: Sapiens2Model, input_size: tuple[int, int], grid: tuple[int, i
                 (example,),
                 dynamo=True,
                 input_names=[INPUT_NAME],
-                output_names=list(OUTPUTS[model.task]),
+                output_names=[name for name, _ in graph_outputs(model.task)],
                 dynamic_shapes=({0: batch},),
                 opset_version=OPSET,
                 verbose=False,

@@ -13,36 +13,31 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..arch.model import ModelSpec
-from ..pipeline.metadata import flip_indices, keypoint_names, seg_class_names
 from ..pipeline.preprocess import MEAN, NET_H, NET_W, STD
-from .errors import OnnxFileError
+from ..tasks import registry as tasks_registry
+from .errors import OnnxExportError, OnnxFileError
 
 FORMAT = "sapiens2-onnx"
 FORMAT_VERSION = 1
 PREFIX = "sapiens2."
 
-# The graph's output names per task, in order (the PyTorch model's outputs, see Sapiens2Model).
-OUTPUTS: dict[str, tuple[str, ...]] = {
-    "pretrain": ("featmap",),
-    "pose": ("heatmaps",),
-    "seg": ("logits",),
-    "normal": ("normal",),
-    "albedo": ("albedo",),
-    "pointmap": ("pointmap", "scale"),
-    "matting": ("matting",),
-}
 INPUT_NAME = "image"
+PRETRAIN = "pretrain"  # a backbone without a head (no task)
+# The backbone's output (name, meaning); a task's head declares its own outputs (`Task.onnx_outputs`).
+PRETRAIN_OUTPUTS = (("featmap", "(B, C, H/16, W/16) patch features after the final norm"),)
 
-OUTPUT_MEANING: dict[str, str] = {
-    "featmap": "(B, C, H/16, W/16) patch features after the final norm",
-    "heatmaps": "(B, 308, H/4, W/4) keypoint heatmaps (decode: argmax + DARK-UDP, docs/pipeline.md)",
-    "logits": "(B, 29, H, W) class logits (argmax = class id, names in class_names)",
-    "normal": "(B, 3, H, W) unnormalised normals in the frame named by normal_frame",
-    "albedo": "(B, 3, H, W) sRGB albedo (clamp to [0, 1])",
-    "pointmap": "(B, 3, H, W) points before the metric scale (divide by scale)",
-    "scale": "(B, 1) metric scale of the pointmap",
-    "matting": "(B, 4, H, W) pre-multiplied foreground RGB then alpha, in (0, 1)",
-}
+
+def graph_outputs(task: str) -> tuple[tuple[str, str], ...]:
+    """The graph's outputs of a model of `task`, in order, as (name, meaning) pairs (the PyTorch model's outputs,
+    see Sapiens2Model): the backbone's for pretrain, else what the task's module declares."""
+    if task == PRETRAIN:
+        return PRETRAIN_OUTPUTS
+    outputs = tasks_registry.get(task).onnx_outputs
+    if not outputs:
+        raise OnnxExportError(
+            f"the {task} task declares no ONNX outputs (Task.onnx_outputs); it cannot be exported"
+        )
+    return outputs
 
 
 @dataclass(frozen=True)
@@ -76,7 +71,7 @@ def build_props(
 ) -> dict[str, str]:
     """The metadata_props of a file exported from a model of `spec`."""
     task = spec.task
-    outputs = OUTPUTS[task]
+    outputs = graph_outputs(task)
     props: dict[str, Any] = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -92,8 +87,8 @@ def build_props(
             "std": list(STD),
             "formula": "(pixel - mean) / std per RGB channel, after resizing and padding with 0 (black)",
         },
-        "outputs": list(outputs),
-        "output_meaning": {name: OUTPUT_MEANING[name] for name in outputs},
+        "outputs": [name for name, _ in outputs],
+        "output_meaning": dict(outputs),
         "weights_dtype": weights_dtype,
         "rope_dtype": rope_dtype,
         "spec": dataclasses.asdict(spec),
@@ -101,15 +96,8 @@ def build_props(
         "source_sha256": source_sha256,
         "exporter": exporter,
     }
-    if task == "seg":
-        props["class_names"] = list(seg_class_names())
-    if task == "pose":
-        props["keypoint_names"] = list(keypoint_names())
-        props["flip_indices"] = list(flip_indices())
-    if task == "normal":
-        props["normal_frame"] = "opengl (x right, y up, z toward the viewer); OpenCV = (x, -y, -z)"
-    if task == "pointmap":
-        props["point_frame"] = "opencv (x right, y down, z forward), metres after dividing by scale"
+    if task != PRETRAIN:
+        props.update(tasks_registry.get(task).onnx_props())  # what a reader needs to interpret the outputs
     return {
         PREFIX + key: value if isinstance(value, str) else json.dumps(value) for key, value in props.items()
     }

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from .. import catalogue
+from ..tasks import registry as tasks_registry
 
 WIDTH, HEIGHT, FRAMES = 48, 64, 3
-_PREVIEWS = {"pose": "pose", "seg": "seg", "normal": "normal", "pointmap": "depth", "albedo": "albedo"}
 
 
 @dataclass
@@ -88,27 +88,8 @@ def _check_frame(frame: Any, tasks: tuple[str, ...], where: str) -> list[str]:
     problems = []
     if (frame.width, frame.height) != (WIDTH, HEIGHT) or frame.image is None:
         problems.append(f"{where}: the image is {frame.width}x{frame.height}, expected {WIDTH}x{HEIGHT}")
-    layers = {
-        "seg": (frame.seg, frame.mask),
-        "normal": (frame.normals,),
-        "albedo": (frame.albedo,),
-        "pointmap": (frame.points,),
-        "matting": (frame.alpha, frame.foreground),
-    }
-    for task in tasks:
-        arrays = layers.get(task, ())
-        if any(a is None or a.shape[:2] != (HEIGHT, WIDTH) for a in arrays):
-            problems.append(f"{where}: the {task} layers are missing or of another size")
-    if "normal" in tasks and frame.normals is not None:
-        finite = np.isfinite(frame.normals).all(axis=-1)
-        length = np.linalg.norm(frame.normals[finite], axis=-1)
-        if finite.any() and not np.allclose(length, 1.0, atol=1e-2):
-            problems.append(f"{where}: normals are not unit vectors")
-    if "pose" in tasks:
-        if not frame.people:
-            problems.append(f"{where}: no person's keypoints")
-        elif any(p.keypoints.shape != (308, 3) for p in frame.people):
-            problems.append(f"{where}: keypoints are not 308 x (x, y, score)")
+    for task in tasks:  # each task says what is wrong with its own stored data
+        problems += [f"{where}: {problem}" for problem in tasks_registry.get(task).check_stored(frame)]
     recorded = {m.get("task") for m in frame.models}
     if not set(tasks) <= recorded:
         problems.append(f"{where}: the models record lacks {', '.join(sorted(set(tasks) - recorded))}")
@@ -192,8 +173,8 @@ def _run(root: Path, device: str, tasks: tuple[str, ...], report: SelftestReport
     )
     missing = [
         name
-        for name in [f"person.{p}.png" for t, p in _PREVIEWS.items() if t in tasks]
-        + ["person.alpha.png", "person.keypoints.json", "person.openpose.json"]
+        for name in [f"person.{p.suffix}.png" for t in tasks for p in tasks_registry.get(t).previews]
+        + ["person.keypoints.json", "person.openpose.json"]
         if not (out / name).is_file()
     ]
     check(

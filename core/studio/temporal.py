@@ -21,10 +21,26 @@ import numpy as np
 
 from ..formats.bundle import CaptureFrame
 from ..pipeline.temporal import KeypointSmoother, rescale_pointmap
+from ..tasks import registry as tasks_registry
+from ..tasks.errors import TaskError
 from .batches import TaskBatch
 from .carry import people_from_doc
 
-TEMPORAL_TASKS = ("pose", "pointmap")  # the tasks whose stored values the pass changes
+
+def _holder(field: str) -> str:
+    """The temporal task (`Task.temporal`) whose stored data holds the frame field `field` (`Task.json_fields`).
+
+    Why ask: the pass works on two fields of a capture frame, its people and its pointmap scale; which task
+    stores each is the task's own declaration, not a name this module knows."""
+    for task in tasks_registry.all_tasks():
+        if task.temporal and field in task.json_fields:
+            return task.name
+    raise TaskError(f"no temporal task declares the frame field {field!r}; the temporal pass needs one")
+
+
+PEOPLE_TASK = _holder("people")  # its people are tracked across frames (and their keypoints smoothed)
+SCALE_TASK = _holder("pointmap_scale")  # its scale is smoothed (points and camera rescaled to it)
+TEMPORAL_TASKS = (PEOPLE_TASK, SCALE_TASK)  # the tasks whose stored values the pass changes, in record order
 
 
 class SequenceSmoother:
@@ -43,13 +59,14 @@ class SequenceSmoother:
         self.scale: float | None = None
 
     def update(self, results: dict[str, object]) -> dict[str, object]:
-        """One frame's task → result mapping, in frame order; returns it with pose and pointmap replaced."""
-        if results.get("pose") is not None:
-            results["pose"] = self.keypoints.update(results["pose"])  # type: ignore[arg-type]
-        pointmap = results.get("pointmap")
+        """One frame's task → result mapping, in frame order; returns it with the people (pose) and scale
+        (pointmap) tasks' results replaced."""
+        if results.get(PEOPLE_TASK) is not None:
+            results[PEOPLE_TASK] = self.keypoints.update(results[PEOPLE_TASK])  # type: ignore[arg-type]
+        pointmap = results.get(SCALE_TASK)
         if self.smooth and pointmap is not None and pointmap.scale > 0:  # type: ignore[attr-defined]
             scale = self._next_scale(float(pointmap.scale))  # type: ignore[attr-defined]
-            results["pointmap"] = rescale_pointmap(pointmap, scale)  # type: ignore[arg-type]
+            results[SCALE_TASK] = rescale_pointmap(pointmap, scale)  # type: ignore[arg-type]
         return results
 
     def _next_scale(self, raw: float) -> float:
@@ -61,10 +78,10 @@ class SequenceSmoother:
         """The pass over one capture frame, in place, in frame order: track ids (and smoothed keypoints) for its
         people when pose was `computed` for it, the smoothed scale with its points and camera rescaled when the
         pointmap was. Tasks carried over from an earlier commit already went through a pass (see `prime`)."""
-        if "pose" in computed:
+        if PEOPLE_TASK in computed:
             frame.people = self.keypoints.update_people(frame.people)
         scale = frame.pointmap_scale
-        if self.smooth and "pointmap" in computed and scale is not None and scale > 0:
+        if self.smooth and SCALE_TASK in computed and scale is not None and scale > 0:
             smoothed = self._next_scale(float(scale))
             if frame.points is not None:
                 rescale_frame(frame, smoothed)
@@ -82,9 +99,7 @@ class SequenceSmoother:
         """Run every image of a chunk of consecutive frames through the pass, in place."""
         count = max((len(b) for b in batches.values()), default=0)
         for i in range(count):
-            frame = {
-                task: batch.results[i] for task, batch in batches.items() if task in ("pose", "pointmap")
-            }
+            frame = {task: batch.results[i] for task, batch in batches.items() if task in TEMPORAL_TASKS}
             for task, result in self.update(frame).items():
                 batches[task].results[i] = result
 
@@ -95,7 +110,9 @@ def rescale_frame(frame: CaptureFrame, new_scale: float) -> None:
     ratio = float(frame.pointmap_scale) / new_scale  # type: ignore[arg-type]
     factor = np.asarray([1.0, 1.0, ratio], dtype=np.float32)
     frame.points = np.asarray(frame.points, dtype=np.float32) * factor
-    if frame.camera and frame.camera.get("source") == "pointmap":
+    if (
+        frame.camera and frame.camera.get("source") == SCALE_TASK
+    ):  # intrinsics the scaled task gave (its name)
         frame.camera = {**frame.camera, "fx": frame.camera["fx"] * ratio, "fy": frame.camera["fy"] * ratio}
     frame.pointmap_scale = float(new_scale)
 
@@ -126,7 +143,7 @@ class SequencePass:
         if not self.synced and any(t in TEMPORAL_TASKS for t in tasks):
             self.smoother.prime(self.people, self.scale, self.max_track + 1)
         self.smoother.finish_frame(frame, tasks)
-        self._remember(frame.people, frame.pointmap_scale, "pose" in tasks)
+        self._remember(frame.people, frame.pointmap_scale, PEOPLE_TASK in tasks)
         return record
 
     def kept(self, doc: Mapping[str, Any]) -> None:
@@ -147,17 +164,17 @@ class SequencePass:
         held = set(((doc.get("run") or {}).get("tasks")) or ())
         if not tasks or set(tasks) != held & set(TEMPORAL_TASKS):
             return False  # a temporal task of this frame was carried over: its raw inputs are not here
-        raw_people = _raw_people(people, record, self.smoother.smooth and "pose" in tasks)
+        raw_people = _raw_people(people, record, self.smoother.smooth and PEOPLE_TASK in tasks)
         if raw_people is None:
             return False
-        raw_scale = record.get("scale", scale) if self.smoother.smooth and "pointmap" in tasks else scale
+        raw_scale = record.get("scale", scale) if self.smoother.smooth and SCALE_TASK in tasks else scale
         frame = CaptureFrame(width=1, height=1, people=raw_people, pointmap_scale=_as_stored(raw_scale))
         saved = copy.deepcopy(self.smoother)
         self.smoother.finish_frame(frame, tasks)
         if not _same_people(frame.people, people) or _as_stored(frame.pointmap_scale) != _as_stored(scale):
             self.smoother = saved
             return False
-        self._remember(frame.people, frame.pointmap_scale, "pose" in tasks)
+        self._remember(frame.people, frame.pointmap_scale, PEOPLE_TASK in tasks)
         return True
 
     def _remember(self, people: list[Any], scale: float | None, synced: bool) -> None:
@@ -174,12 +191,12 @@ def passed_record(frame: CaptureFrame, tasks: Sequence[str], smooth: bool) -> di
     if not computed:
         return None
     record: dict[str, Any] = {"state": "passed", "tasks": computed}
-    if smooth and "pose" in computed:
+    if smooth and PEOPLE_TASK in computed:
         record["keypoints"] = [
             [[_short(v) for v in row[:2]] for row in np.asarray(p.keypoints, dtype=np.float32)]
             for p in frame.people
         ]
-    if smooth and "pointmap" in computed:
+    if smooth and SCALE_TASK in computed:
         record["scale"] = None if frame.pointmap_scale is None else _short(frame.pointmap_scale)
     return record
 

@@ -26,6 +26,8 @@ class AlbedoTask(DenseMapTask):
         ),
     )
     previews = (Preview("albedo", 2.6, kind="colour", source="albedo", rank=50),)
+    onnx_outputs = (("albedo", "(B, 3, H, W) sRGB albedo (clamp to [0, 1])"),)
     predictor = "predict_albedo"
     result_field = "albedo"
     frame_field = "albedo"
+    frame_arrays = ("albedo",)

@@ -128,6 +128,9 @@ class Task:
     json_fields: ClassVar[tuple[str, ...]] = ()
     temporal: ClassVar[bool] = False
     mask_rank: ClassVar[int | None] = None
+    frame_arrays: ClassVar[
+        tuple[str, ...]
+    ] = ()  # the CaptureFrame attributes of its per-pixel data (H, W[, C])
 
     def __init__(self) -> None:
         if not self.name or not self.name.isidentifier():
@@ -229,6 +232,25 @@ class Task:
     def stored(self, frame: Any) -> bool:
         """Whether a frame holds this task's data."""
         return bool(self.own_layers(frame))
+
+    def check_stored(self, frame: Any) -> list[str]:
+        """What is wrong with this task's data in a frame read back from its bundle (empty: complete), for the
+        self-test: by default its per-pixel arrays (`frame_arrays`) must all be there at the frame's size."""
+        size = (frame.height, frame.width)
+        arrays = [getattr(frame, name, None) for name in self.frame_arrays]
+        if any(a is None or a.shape[:2] != size for a in arrays):
+            return [f"the {self.name} layers are missing or of another size"]
+        return []
+
+    # ----------------------------------------------------------------------------------------- ONNX export
+    # The exported graph's outputs in order, as (name, meaning) pairs (the PyTorch head's outputs; the meaning
+    # is written into the file for readers in any language); empty: the head cannot be exported.
+    onnx_outputs: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def onnx_props(self) -> dict[str, Any]:
+        """Extra `sapiens2.*` metadata an exported file of this task carries so a reader can interpret its outputs
+        (class or keypoint names, coordinate frames); JSON-able values."""
+        return {}
 
     mesh: ClassVar[bool] = False  # whether the frame's mesh export is made from this task's data
     mesh_normals: ClassVar[bool] = False  # whether the mesh takes its vertex normals from this task's data

@@ -39,6 +39,8 @@ class MattingTask(Task):
         Preview("foreground", 3.05, kind="cutout", source="foreground", rank=61),
     )
     mask_rank = 20
+    frame_arrays = ("alpha", "foreground")
+    onnx_outputs = (("matting", "(B, 4, H, W) pre-multiplied foreground RGB then alpha, in (0, 1)"),)
 
     def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
         """Masks are stored with the result; alpha itself is never masked (and never banded)."""

@@ -34,9 +34,17 @@ class PointmapTask(DenseMapTask):
     json_fields = ("camera", "pointmap_scale")
     temporal = True
     mesh = True  # the mesh export is made from its points
+    onnx_outputs = (
+        ("pointmap", "(B, 3, H, W) points before the metric scale (divide by scale)"),
+        ("scale", "(B, 1) metric scale of the pointmap"),
+    )
     predictor = "predict_pointmap"
     result_field = "points"
     frame_field = "points"
+    frame_arrays = ("points",)
+
+    def onnx_props(self) -> dict[str, Any]:
+        return {"point_frame": "opencv (x right, y down, z forward), metres after dividing by scale"}
 
     def nonfinite(self, result: Any) -> int:
         import numpy as np
@@ -71,7 +79,7 @@ class PointmapTask(DenseMapTask):
         fx, fy, cx, cy = (float(v) for v in np.asarray(result.intrinsics, dtype=np.float64).reshape(-1)[:4])
         source = str(getattr(result, "intrinsics_source", "pointmap"))
         if source == "pointmap" and np.isfinite([fx, fy, cx, cy]).all() and fx > 0 and fy > 0:
-            return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": "pointmap"}
+            return {"model": "pinhole", "fx": fx, "fy": fy, "cx": cx, "cy": cy, "source": self.name}
         camera = default_camera(width, height)
         if source.startswith("default (") and source.endswith(")"):
             camera["reason"] = source[len("default (") : -1]

@@ -27,6 +27,14 @@ class PoseTask(Task):
     )  # compresses as the photo
     json_fields = ("people",)
     temporal = True
+    onnx_outputs = (
+        ("heatmaps", "(B, 308, H/4, W/4) keypoint heatmaps (decode: argmax + DARK-UDP, docs/pipeline.md)"),
+    )
+
+    def onnx_props(self) -> dict[str, Any]:
+        from ..pipeline.metadata import flip_indices, keypoint_names
+
+        return {"keypoint_names": list(keypoint_names()), "flip_indices": list(flip_indices())}
 
     def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
         """Frames whose given boxes are empty (a detector found nobody) have nobody, unless a segmentation can find
@@ -86,6 +94,14 @@ class PoseTask(Task):
 
     def follows(self, computed: set[str], boxes_given: bool) -> bool:
         return not boxes_given and any(n in computed for n in self.needs)
+
+    def check_stored(self, frame: Any) -> list[str]:
+        """Someone's keypoints, each person with all 308 as (x, y, score)."""
+        if not frame.people:
+            return ["no person's keypoints"]
+        if any(p.keypoints.shape != (308, 3) for p in frame.people):
+            return ["keypoints are not 308 x (x, y, score)"]
+        return []
 
     def stored(self, frame: Any) -> bool:
         """People, or a pose model that found nobody (the frame still gets its keypoint files and preview)."""

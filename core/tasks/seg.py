@@ -30,6 +30,13 @@ class SegTask(Task):
     )
     previews = (Preview("seg", 0.7, kind="classes", source="seg", rank=20),)
     mask_rank = 10
+    frame_arrays = ("seg", "mask")
+    onnx_outputs = (("logits", "(B, 29, H, W) class logits (argmax = class id, names in class_names)"),)
+
+    def onnx_props(self) -> dict[str, Any]:
+        from ..pipeline.metadata import seg_class_names
+
+        return {"class_names": list(seg_class_names())}
 
     def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
         from ..pipeline.predict import predict_seg

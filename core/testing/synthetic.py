@@ -19,7 +19,9 @@ from ..arch.config import (
     ModelConfig,
     official_kv_heads,
 )
+from ..arch.heads.dense import OUTPUT_CONV_NAMES as DENSE_OUTPUT_CONVS
 from ..arch.model import Sapiens2Model
+from ..arch.presets import HEADS
 from ..arch.rope import rope_periods
 from ..checkpoints.errors import CheckpointError
 
@@ -47,15 +49,19 @@ def tiny_config(
     )
     w = head_width
     head: HeatmapHeadConfig | DenseHeadConfig | None
+    facts = HEADS.get(task)  # the official head's facts (core/arch/presets)
     if task == "pretrain":
         head = None
-    elif task == "pose":
-        head = HeatmapHeadConfig(embed_dim, (w, w), (4, 4), (w, w), (1, 1), 308)
-    elif task == "seg":
-        head = HeatmapHeadConfig(embed_dim, (w, w, w, w), (4, 4, 4, 4), (w,), (1,), 29)
-    elif task in ("normal", "albedo", "pointmap", "matting"):
+    elif facts is None:
+        raise CheckpointError(f"unknown task {task!r}")
+    elif facts.kind == "heatmap":
+        deconvs, convs = facts.tiny_layers
+        head = HeatmapHeadConfig(
+            embed_dim, (w,) * deconvs, (4,) * deconvs, (w,) * convs, (1,) * convs, facts.out_channels
+        )
+    else:
         scale: dict = {}
-        if task == "pointmap":
+        if facts.scale_branch:
             stride = 16 * (4 if tokenizer_layers else 1) * 8
             cells = (input_size[0] // stride) * (input_size[1] // stride)
             scale = {
@@ -68,12 +74,10 @@ def tiny_config(
             (w, w, w, w),
             (w,),
             (3,),
-            out_channels=4 if task == "matting" else 3,
-            norm="rms" if task == "albedo" else "instance",
+            out_channels=facts.out_channels,
+            norm=facts.norm,
             **scale,
         )
-    else:
-        raise CheckpointError(f"unknown task {task!r}")
     return ModelConfig(backbone=backbone, task=task, head=head)
 
 
@@ -126,15 +130,6 @@ def write_synthetic_checkpoint(
     return path
 
 
-# Output convolution of each dense head (1×1): zero weights + a bias = that bias at every pixel.
-_OUTPUT_CONV = {
-    "normal": "conv_normal",
-    "albedo": "conv_albedo",
-    "pointmap": "conv_pointmap",
-    "matting": "conv_matting",
-}
-
-
 def constant_output_state_dict(
     task: str,
     value: tuple[float, ...],
@@ -152,17 +147,17 @@ def constant_output_state_dict(
     A matting model takes 4 values: the logits of the pre-multiplied R, G, B and of alpha (the head's sigmoid
     follows, so the result is sigmoid(value) everywhere).
     """
-    if task not in _OUTPUT_CONV:
-        raise CheckpointError(f"constant outputs exist for {', '.join(_OUTPUT_CONV)}, not {task!r}")
+    if task not in DENSE_OUTPUT_CONVS:  # a dense head's 1×1 output conv: zero weights + a bias = that bias
+        raise CheckpointError(f"constant outputs exist for {', '.join(DENSE_OUTPUT_CONVS)}, not {task!r}")
     state = synthetic_state_dict(task, seed=seed, **dims)
-    conv = f"decode_head.{_OUTPUT_CONV[task]}"
+    conv = f"decode_head.{DENSE_OUTPUT_CONVS[task]}"
     channels = state[f"{conv}.bias"].shape[0]
     if len(value) != channels:
         raise CheckpointError(f"the constant {task} output needs {channels} values, got {value!r}")
     state[f"{conv}.weight"] = torch.zeros_like(state[f"{conv}.weight"])
     state[f"{conv}.bias"] = torch.tensor([float(v) for v in value], dtype=state[f"{conv}.bias"].dtype)
     if scale is not None:
-        if task != "pointmap":
+        if not HEADS[task].scale_branch:
             raise CheckpointError("only a pointmap model predicts a scale")
         last = max(
             (k for k in state if k.startswith("decode_head.scale_final_layer.") and k.endswith(".weight")),
