@@ -133,17 +133,7 @@ def load(
         file, device=storage if storage is not None else plan.device, dtype=plan.dtype, task=task
     )
     apply_plan(model, plan)
-    return LoadedModel(
-        model=model,
-        task=model.task,
-        spec=model.spec,
-        checkpoint=name or file.name,
-        plan=plan,
-        path=file,
-        size_bytes=file.stat().st_size,
-        hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
-        extra={"warning": warning} if (warning := size_contradiction(name or file.name, model.spec)) else {},
-    )
+    return _loaded(model, file, plan, name=name, hash_cache_dir=hash_cache_dir)
 
 
 def runtime_for(path: str | os.PathLike) -> str:
@@ -229,17 +219,52 @@ def _load_onnx(
         "onnx_file": onnx_file.name,
         "onnx_weights": meta.weights_dtype,
     }
+    return _loaded(
+        model,
+        file,
+        plan,
+        name=name,
+        hash_cache_dir=hash_cache_dir,
+        extra={"runtime_record": record},
+        runtime="onnxruntime",
+        exported_from=meta.source_checkpoint if file.suffix.lower() == ONNX_SUFFIX else None,
+    )
+
+
+def _loaded(
+    model: Any,
+    file: Path,
+    plan: ExecutionPlan,
+    *,
+    name: str | None,
+    hash_cache_dir: str | os.PathLike | None,
+    extra: dict[str, Any] | None = None,
+    runtime: str = "torch",
+    exported_from: str | None = None,
+) -> LoadedModel:
+    """The LoadedModel of `model` read from `file`, with the size warning either runtime gives: a file whose
+    official name promises another size than its tensors hold (`size_contradiction`). An .onnx file is judged
+    by its own name and by the checkpoint it was exported from (`exported_from`, from its metadata), since the
+    export carries the checkpoint's architecture and not its name."""
+    checkpoint = name or file.name
+    extra = dict(extra or {})
+    warning = size_contradiction(checkpoint, model.spec)
+    if warning is None and exported_from:
+        warning = size_contradiction(exported_from, model.spec)
+        warning = warning and f"{warning} ({checkpoint} was exported from it)"
+    if warning:
+        extra["warning"] = warning
     return LoadedModel(
         model=model,
         task=model.task,
         spec=model.spec,
-        checkpoint=name or file.name,
+        checkpoint=checkpoint,
         plan=plan,
         path=file,
         size_bytes=file.stat().st_size,
         hash_cache_dir=None if hash_cache_dir is None else Path(hash_cache_dir),
-        extra={"runtime_record": record},
-        runtime="onnxruntime",
+        extra=extra,
+        runtime=runtime,
     )
 
 
