@@ -97,19 +97,21 @@ def agreement(ours: np.ndarray, theirs: np.ndarray) -> dict[str, float]:
 
 # ------------------------------------------------------------------ ComfyUI's 3D preview (the frontend's three.js)
 
-THREE_NAMES = ("GLTFLoader", "PLYLoader", "WebGLRenderer", "Scene", "PerspectiveCamera", "AmbientLight",
-               "DirectionalLight")  # fmt: skip
+# Strings that survive any minification: GLTFLoader's error messages name it, and a PLY reader must find the line
+# that ends a PLY header. They locate three.js among a build's assets and tell whether the build can read PLY.
+THREE_MARKER = "THREE.GLTFLoader"
+PLY_MARKER = "end_header"
 # ComfyUI's Load 3D / Preview 3D light rig (frontend src/extensions/core/load3d/LightingManager.ts): an ambient
-# light and five directional lights, each intensity = 3 (the default light intensity) x its multiplier.
+# light and five directional lights, each intensity = 3 (the default light intensity) x its multiplier. The same
+# in 1.27.10 (setupLights, then setLightIntensity of "Comfy.Load3D.LightIntensity", default 3), 1.49.6 and 1.58.1.
 VIEWER_LIGHTS = {"ambient": 0.5, "directional": ((0, 10, 10, 0.8), (0, 10, -10, 0.5), (-10, 0, 0, 0.3),
                                                   (10, 0, 0, 0.3), (0, -10, 0, 0.2))}  # fmt: skip
 VIEWER_INTENSITY = 3.0
 
 
-def frontend_three(python: Path, static: Path | None = None) -> tuple[Path, dict[str, str]] | str:
-    """The three.js module of a ComfyUI frontend build (its ``static`` folder, by default the one installed in
-    `python`) and its export alias of each class in THREE_NAMES, or why there is none (frontends before ~1.30
-    bundle three.js without named exports)."""
+def frontend_assets(python: Path, static: Path | None = None) -> Path | str:
+    """The ``assets`` folder of a ComfyUI frontend build (its ``static`` folder, by default the one installed in
+    `python`), or why there is none."""
     if static is None:
         probe = "import comfyui_frontend_package as p, os; print(os.path.dirname(p.__file__))"
         run = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=120)
@@ -117,33 +119,124 @@ def frontend_three(python: Path, static: Path | None = None) -> tuple[Path, dict
             return "ComfyUI's Python has no comfyui_frontend_package"
         static = Path(run.stdout.strip()) / "static"
     assets = static / "assets"
-    for module in sorted(assets.glob("vendor-three-*.js")):
-        text = module.read_text(encoding="utf-8", errors="replace")
-        exports = text[text.rfind("export{") :]
-        aliases = {name: alias for name, alias in re.findall(r"(\w+) as ([\w$]+)", exports)}
-        if all(name in aliases for name in THREE_NAMES):
-            return module, {name: aliases[name] for name in THREE_NAMES}
-    return f"the frontend in {assets.parent.parent} exports no three.js module with GLTFLoader"
+    return assets if assets.is_dir() else f"{assets} is not a folder"
+
+
+def _scripts_with(assets: Path, marker: str) -> list[Path]:
+    return [
+        p for p in sorted(assets.glob("*.js")) if marker in p.read_text(encoding="utf-8", errors="replace")
+    ]
+
+
+def frontend_three(assets: Path) -> Path | str:
+    """The module of a frontend build that holds its three.js: ``vendor-three-*.js`` (1.49.6, 1.58.1: it exports
+    the classes, under minified names) or the extensions chunk that inlines it (1.27.10: ``index-*.js``, which
+    exports nothing), or why there is none."""
+    found = _scripts_with(assets, THREE_MARKER)
+    if len(found) != 1:
+        return f"{len(found)} modules of {assets} hold three.js's GLTFLoader: {[p.name for p in found]}"
+    return found[0]
+
+
+def frontend_reads_ply(assets: Path) -> bool:
+    """Whether any script of the build could read a PLY file (Load 3D of 1.27.10 takes .gltf/.glb/.obj/.fbx/.stl
+    only and bundles no PLYLoader)."""
+    return bool(_scripts_with(assets, PLY_MARKER))
+
+
+# Stands in for every import of a chunk that inlines three.js (ComfyUI's app, vue, primevue): each imported name
+# is one inert object that any call, construction, property or conversion returns, so the chunk's own top-level
+# code (registering extensions, defining components) runs to its end without the app; "then" stays undefined so
+# that nothing awaits it.
+_INERT = """const __inert = (() => { const handler = {
+  get: (t, key) => key === Symbol.toPrimitive ? () => "" : key === "then" ? undefined
+    : key === Symbol.iterator ? function* () {} : inert,
+  apply: () => inert, construct: () => inert, set: () => true, has: () => false, deleteProperty: () => true,
+  defineProperty: () => true };
+  const inert = new Proxy(function () {}, handler); return inert; })();
+"""
+_IMPORT = re.compile(r'^import (?:(\{[^}]*\}|[\w$]+|\* as [\w$]+) from )?"[^"]+";', re.M)
+# A module with exports ends with its export list (then, at most, its source-map comment).
+_EXPORTS = re.compile(r"(?:^|[;}])export\s*\{[^}]*\}\s*;?\s*(?://# sourceMappingURL=\S*\s*)?$")
+
+
+def importable_three(module: Path, work: Path) -> Path:
+    """The three.js module to import: `module` itself when it exports anything, else a copy of the chunk in
+    `work` whose imports are inert stand-ins (_INERT) and which exports each class it declares at top level; the
+    three.js code in it is the frontend's own, byte for byte."""
+    text = module.read_text(encoding="utf-8")
+    if _EXPORTS.search(text):
+        return module
+
+    def bind(match: re.Match) -> str:
+        clause = match.group(1) or ""
+        if clause.startswith("{"):
+            names = [
+                part.split(" as ")[-1].strip() for part in clause.strip("{} ").split(",") if part.strip()
+            ]
+        else:
+            names = [clause.removeprefix("* as ").strip()] if clause else []
+        return "const " + ", ".join(f"{name} = __inert" for name in names) + ";" if names else ""
+
+    body = _IMPORT.sub(bind, text)
+    classes = re.findall(r"^class ([\w$]+)", body, re.M)
+    copy = work / f"three-{module.stem}.js"
+    copy.write_text(f"{_INERT}{body}\nexport {{ {', '.join(classes)} }};\n", encoding="utf-8")
+    return copy
+
+
+# Finds the classes the viewer uses among a module's exports by their shape, not their (minified) export names:
+# loaders and the camera by the methods their prototypes own (WebGLRenderer sets its methods per instance in its
+# constructor, so by its prototype's accessors), Scene and the lights by three's own type flags on an instance
+# built with no arguments (Object3D subclasses only). Where several classes match, the base class is taken.
+_FIND_THREE = """
+const own = (C, ...names) => names.every((n) => Object.prototype.hasOwnProperty.call(C.prototype, n));
+const classes = Object.values(M).filter((C) => typeof C === "function" && C.prototype);
+const object3d = classes.filter((C) => own(C, "traverse", "lookAt", "add", "updateMatrixWorld"));
+const built = new Map();
+for (const C of classes)
+  if (object3d.some((B) => B.prototype.isPrototypeOf(C.prototype))) try { built.set(C, new C()); } catch {}
+const shapes = {
+  GLTFLoader: (C) => own(C, "parse", "parseAsync", "register", "setDRACOLoader"),
+  PLYLoader: (C) => own(C, "parse", "setPropertyNameMapping"),
+  WebGLRenderer: (C) => own(C, "coordinateSystem", "outputColorSpace"),
+  PerspectiveCamera: (C) => own(C, "setFocalLength", "getEffectiveFOV", "updateProjectionMatrix"),
+  Scene: (C) => built.get(C)?.isScene === true,
+  AmbientLight: (C) => built.get(C)?.isAmbientLight === true,
+  DirectionalLight: (C) => built.get(C)?.isDirectionalLight === true,
+};
+const THREE = {};
+for (const [role, shape] of Object.entries(shapes)) {
+  const hits = classes.filter(shape);
+  const roots = hits.filter((C) => !hits.some((B) => B !== C && B.prototype.isPrototypeOf(C.prototype)));
+  if (roots.length > 1) throw new Error(`${roots.length} classes have the shape of ${role}`);
+  if (!roots.length && role !== "PLYLoader") throw new Error(`no class has the shape of ${role}`);
+  THREE[role] = roots[0] ?? null;
+}
+const {GLTFLoader, PLYLoader, WebGLRenderer, Scene, PerspectiveCamera, AmbientLight, DirectionalLight} = THREE;
+"""
 
 
 def view_in_comfy_viewer(
-    chromium: str, three: Path, aliases: dict[str, str], files: dict[str, Path], camera: dict, work: Path
+    chromium: str, three: Path, files: dict[str, Path], camera: dict, work: Path
 ) -> dict:
-    """Load each GLB/PLY with the frontend's own three.js loaders in headless Chromium (WebGL on SwiftShader),
-    light it like ComfyUI's 3D preview and render it from `camera` (fov_y degrees, width, height, and the pixels
-    to sample as [x, y] from the top-left); returns per file the material and the sampled RGB values."""
+    """Load each GLB/PLY with the frontend's own three.js loaders (`three`: the module frontend_three found) in
+    headless Chromium (WebGL on SwiftShader), light it like ComfyUI's 3D preview and render it from `camera`
+    (fov_y degrees, width, height, and the pixels to sample as [x, y] from the top-left); returns per file the
+    material and the sampled RGB values, or for a PLY where the frontend has no PLYLoader ``{"loader": False}``."""
     payload = {
         name: [path.suffix[1:], base64.b64encode(path.read_bytes()).decode()] for name, path in files.items()
     }
-    imports = ", ".join(f"{alias} as {name}" for name, alias in aliases.items())
+    module = importable_three(three, work)
     lights = {**VIEWER_LIGHTS, "scale": VIEWER_INTENSITY}
     page = work / "viewer.html"
     page.write_text(
         f"""<!doctype html><html><body><pre id="out">pending</pre><script type="module">
-import {{{imports}}} from "{three.as_uri()}";
 const out = document.getElementById("out"), files = {json.dumps(payload)}, cam = {json.dumps(camera)};
 const rig = {json.dumps(lights)};
 try {{
+  const M = await import("{module.as_uri()}");
+{_FIND_THREE}
   const result = {{}};
   for (const [name, [kind, b64]] of Object.entries(files)) {{
     const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0)).buffer;
@@ -153,13 +246,17 @@ try {{
       const gltf = await new GLTFLoader().parseAsync(bytes, "");
       gltf.scene.traverse((o) => {{ if (o.isMesh) material = o.material; }});
       scene.add(gltf.scene);
+    }} else if (!PLYLoader) {{
+      result[name] = {{loader: false}};
+      continue;
     }} else {{
       const geometry = new PLYLoader().parse(bytes), color = geometry.getAttribute("color");
       const position = geometry.getAttribute("position"), y = {{red: [], other: []}};
       for (let i = 0; color && i < position.count; i++)
         (color.getX(i) > color.getZ(i) ? y.red : y.other).push(position.getY(i));
       const mean = (a) => a.reduce((s, v) => s + v, 0) / Math.max(a.length, 1);
-      result[name] = {{colors: !!color, red: y.red.length, mean_y_red: mean(y.red), mean_y_other: mean(y.other)}};
+      result[name] = {{loader: true, colors: !!color, red: y.red.length, mean_y_red: mean(y.red),
+                      mean_y_other: mean(y.other)}};
       continue;
     }}
     scene.add(new AmbientLight(0xffffff, rig.ambient * rig.scale));
@@ -167,6 +264,8 @@ try {{
       const light = new DirectionalLight(0xffffff, k * rig.scale); light.position.set(x, y, z); scene.add(light);
     }}
     const renderer = new WebGLRenderer({{preserveDrawingBuffer: true}});
+    if (typeof renderer.render !== "function" || typeof renderer.setSize !== "function" ||
+        !(renderer.domElement instanceof HTMLCanvasElement)) throw new Error("the WebGLRenderer found makes no renderer");
     renderer.setSize(cam.width, cam.height);
     const camera = new PerspectiveCamera(cam.fov_y, cam.width / cam.height, 0.01, 100);
     camera.position.set(0, 0, 0); camera.lookAt(0, 0, -1);

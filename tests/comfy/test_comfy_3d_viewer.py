@@ -1,14 +1,16 @@
 """GLB and PLY exports in ComfyUI's 3D preview: the frontend's own three.js (GLTFLoader, PLYLoader, WebGLRenderer)
 in headless Chromium, lit like Load 3D / Preview 3D, looking from the capture's camera.
 
-Runs per host and frontend of the matrix (the host's pinned frontend, then the newest); skipped on a frontend that
-bundles three.js without named exports (ComfyUI 0.3.64's pinned 1.27), and only there.
+Runs per host and frontend of the matrix (the host's pinned frontend, then the newest). The classes are found by
+their shape among the exports of the build's three.js module, the same way on every frontend; 1.27.10 (ComfyUI
+0.3.64's pinned) inlines three.js in its extensions chunk without exporting it, so that chunk is imported with its
+app imports stood in for (consumers.importable_three). 1.27.10 has no PLY reader at all (its Load 3D takes
+.gltf/.glb/.obj/.fbx/.stl): there the PLY case asserts that the build indeed cannot read PLY.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import sys
 
 import numpy as np
@@ -18,7 +20,6 @@ from sapiens2_studio.core.formats.mesh import pointmap_to_mesh, write_mesh
 pytestmark = pytest.mark.comfyui
 H, W, FOCAL, DEPTH = 48, 64, 60.0, 2.0
 RED, BLUE = (220, 40, 40), (40, 40, 220)
-NAMED_THREE_SINCE = (1, 30)  # frontends before ~1.30 (0.3.64's 1.27) bundle three.js without named exports
 
 
 consumers = sys.modules["sapiens2_comfy_consumers"]  # loaded by conftest.py (tests are not a package)
@@ -26,13 +27,10 @@ consumers = sys.modules["sapiens2_comfy_consumers"]  # loaded by conftest.py (te
 
 @pytest.fixture(scope="module")
 def viewed(comfy_host, frontend, chromium_binary, tmp_path_factory):
-    found = consumers.frontend_three(comfy_host.python, frontend.root)
-    if isinstance(found, str):
-        # Only a frontend older than the first one with named three.js exports may lack them.
-        known = tuple(int(n) for n in re.findall(r"\d+", frontend.version)[:2])
-        assert known and known < NAMED_THREE_SINCE, found
-        pytest.skip(f"{found} (frontend {frontend.version} predates named three.js exports)")
-    three, aliases = found
+    assets = consumers.frontend_assets(comfy_host.python, frontend.root)
+    assert not isinstance(assets, str), assets
+    three = consumers.frontend_three(assets)
+    assert not isinstance(three, str), three
     work = tmp_path_factory.mktemp("viewer")
     u, v = np.meshgrid(np.arange(W) + 0.5, np.arange(H) + 0.5)
     z = np.full((H, W), DEPTH, np.float32)
@@ -43,7 +41,9 @@ def viewed(comfy_host, frontend, chromium_binary, tmp_path_factory):
     files = {suffix: write_mesh(work / f"capture.{suffix}", mesh) for suffix in ("glb", "ply")}
     camera = {"fov_y": math.degrees(2 * math.atan(H / 2 / FOCAL)), "width": W, "height": H,
               "samples": [[W // 2, H // 4], [W // 2, 3 * H // 4]]}  # fmt: skip
-    return consumers.view_in_comfy_viewer(chromium_binary, three, aliases, files, camera, work)
+    result = consumers.view_in_comfy_viewer(chromium_binary, three, files, camera, work)
+    result["reads_ply"] = consumers.frontend_reads_ply(assets)
+    return result
 
 
 def test_glb_shows_its_colours_upright_in_the_comfy_viewer(viewed):
@@ -57,5 +57,9 @@ def test_glb_shows_its_colours_upright_in_the_comfy_viewer(viewed):
 
 def test_ply_has_colours_and_the_image_top_up_for_the_comfy_viewer(viewed):
     ply = viewed["ply"]
+    # A frontend has a PLYLoader exactly when some script of it can read a PLY header: the lookup missed nothing.
+    assert ply["loader"] == viewed["reads_ply"], ply
+    if not ply["loader"]:  # 1.27.10: no PLY reader anywhere, so its 3D preview cannot show a PLY at all
+        return
     assert ply["colors"] and ply["red"] == H * W // 2
     assert ply["mean_y_red"] > 0 > ply["mean_y_other"]  # y up: the image's top half is above
