@@ -107,16 +107,14 @@ def test_the_cli_parser_imports_no_torch():
 BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 # Files that still name tasks, with how many places: each must shrink to zero as its code moves into the task
 # modules (core/tasks) or reads the registry; a count may only go down. Kept apart on purpose:
-# - core/arch: the head architectures per official task, one table (`presets.HEADS`, which the tiny test models
-#   of core/testing read too) and each head kind's output conv names; core/arch sits below core/tasks (a task
-#   module names its head, never the other way), so a new head kind is the one change outside its task module;
+# - core/arch/official_heads.py: the official heads' facts, one table (`HEADS`) that the heads, the presets and
+#   the tiny test models of core/testing read; core/arch sits below core/tasks (a task module names its head,
+#   never the other way), so a new head kind is the one change outside its task module;
 # - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
 # - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
 # - the rest are left to rewire (sequence, the ComfyUI pose node's seg input, the export/USD nodes' inputs).
 TASK_NAME_ALLOWED = {
-    "core/arch/heads/dense.py": 1,
-    "core/arch/heads/heatmap.py": 1,
-    "core/arch/presets.py": 2,
+    "core/arch/official_heads.py": 1,
     "core/pipeline/predict.py": 1,
     "core/studio/capture.py": 3,
     "core/studio/sequence.py": 2,

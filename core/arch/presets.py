@@ -3,10 +3,11 @@ previews, docs).  Loading never uses this table: `core.checkpoints.infer` reads 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig, official_kv_heads
 from .errors import ModelConfigError
+from .official_heads import HEADS, HeadFacts
+
+__all__ = ["BACKBONES", "DENSE_OUT_CHANNELS", "HEADS", "HeadFacts", "backbone_config", "preset_config"]
 
 # size: (embed_dim, depth, head_dim, tokenizer layers)
 BACKBONES = {
@@ -17,42 +18,7 @@ BACKBONES = {
     "1b-4k": (1536, 40, 64, 4),
     "5b": (2432, 56, 76, 0),
 }
-# Head widths of the released task models (official configs; the 1B pose and the 5B dense heads differ).
-POSE = {"1b": ((1536, 1024), (768, 512, 256))}
-POSE_DEFAULT = ((1024, 768), (512, 512, 256))
-SEG = ((512, 256, 128, 64), (64, 64))
-DENSE = {
-    ("normal", "5b"): ((1536, 768, 512, 256), (128, 64, 32)),
-    ("albedo", "5b"): ((1536, 768, 512, 256), (64, 32, 16)),
-    ("pointmap", "5b"): ((1536, 768, 768, 768), (128, 64, 32)),
-    ("pointmap", "default"): ((1536, 768, 512, 256), (64, 32, 16)),
-}
-DENSE_DEFAULT = ((768, 512, 256, 128), (64, 32, 16))
-
-
-@dataclass(frozen=True)
-class HeadFacts:
-    """What an official task head is besides its widths, in one place for the presets and the tiny test models
-    (core/testing/synthetic): its kind, output channels, norm, whether it has the pointmap's scale branch, and for a
-    heatmap head the (×2 deconvs, convs) of its tiny test version (pose ends at 1/4 of the input, seg at full size)."""
-
-    kind: str  # "heatmap" | "dense"
-    out_channels: int
-    norm: str = "instance"
-    scale_branch: bool = False
-    tiny_layers: tuple[int, int] = (0, 0)
-
-
-# The official heads (matting: pre-multiplied foreground RGB + alpha; albedo: per-pixel RMSNorm).
-HEADS = {
-    "pose": HeadFacts("heatmap", 308, tiny_layers=(2, 2)),
-    "seg": HeadFacts("heatmap", 29, tiny_layers=(4, 1)),
-    "normal": HeadFacts("dense", 3),
-    "albedo": HeadFacts("dense", 3, norm="rms"),
-    "pointmap": HeadFacts("dense", 3, scale_branch=True),
-    "matting": HeadFacts("dense", 4),
-}
-# Output channels of the dense heads.
+# The heads' facts and widths: official_heads.HEADS (re-exported here).
 DENSE_OUT_CHANNELS = {task: facts.out_channels for task, facts in HEADS.items() if facts.kind == "dense"}
 
 
@@ -74,8 +40,8 @@ def backbone_config(size: str, *, rope_dtype: str = "bf16") -> BackboneConfig:
 def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
     """The architecture of a released (or, for albedo, announced) Sapiens2 model.
 
-    Matting is released at 1B only (`configs/matting/gss_p3m_metasim`: the normal head's widths, 4 outputs); other
-    sizes get the same head, as a guess at future files — loading never uses this table."""
+    Matting is released at 1B only; other sizes get the same head, as a guess at future files — loading never uses
+    this table."""
     backbone = backbone_config(size)
     embed = backbone.embed_dim
     if task == "pretrain":
@@ -84,13 +50,12 @@ def preset_config(size: str, task: str = "pretrain") -> ModelConfig:
     if facts is None:
         raise ModelConfigError(f"unknown task {task!r}")
     if facts.kind == "heatmap":
-        # pose's widths depend on the size; seg's head is one for all sizes
-        deconv, conv = POSE.get(size, POSE_DEFAULT) if task == "pose" else SEG
+        deconv, conv = facts.widths_for(size)
         head = HeatmapHeadConfig(
             embed, deconv, (4,) * len(deconv), conv, (1,) * len(conv), facts.out_channels
         )
     else:
-        upsample, conv = DENSE.get((task, size), DENSE.get((task, "default"), DENSE_DEFAULT))
+        upsample, conv = facts.widths_for(size)
         extra: dict = {}
         if facts.scale_branch:
             extra = {

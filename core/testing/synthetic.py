@@ -21,7 +21,7 @@ from ..arch.config import (
 )
 from ..arch.heads.dense import OUTPUT_CONV_NAMES as DENSE_OUTPUT_CONVS
 from ..arch.model import Sapiens2Model
-from ..arch.presets import HEADS
+from ..arch.official_heads import HEADS
 from ..arch.rope import rope_periods
 from ..checkpoints.errors import CheckpointError
 

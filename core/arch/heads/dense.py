@@ -14,16 +14,12 @@ from torch import Tensor, nn
 
 from ..config import DenseHeadConfig
 from ..errors import ModelConfigError
+from ..official_heads import HEADS, output_convs
 from .blocks import conv_stack, make_norm
 
-OUTPUT_CONV_NAMES = {
-    "normal": "conv_normal",
-    "albedo": "conv_albedo",
-    "pointmap": "conv_pointmap",
-    "matting": "conv_matting",
-}
+OUTPUT_CONV_NAMES = output_convs("dense")
 # Tasks whose head applies a sigmoid to the output conv (part of the model in the reference, not post-processing).
-SIGMOID_TASKS = frozenset({"matting"})
+SIGMOID_TASKS = frozenset(task for task, facts in HEADS.items() if facts.sigmoid)
 
 
 class DenseHead(nn.Module):

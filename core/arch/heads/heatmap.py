@@ -9,9 +9,10 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from ..config import HeatmapHeadConfig
+from ..official_heads import output_convs
 from .blocks import conv_stack
 
-OUTPUT_CONV_NAMES = {"pose": "conv_pose", "seg": "conv_seg"}
+OUTPUT_CONV_NAMES = output_convs("heatmap")
 
 
 class HeatmapHead(nn.Module):
