@@ -168,3 +168,57 @@ def test_no_task_is_named_outside_its_module():
     assert not grown, f"task names compared outside core/tasks (read the registry instead): {grown}"
     shrunk = {f: n for f, n in TASK_NAME_ALLOWED.items() if found.get(f, 0) < n}
     assert not shrunk, f"fewer task-name places than allowed; lower TASK_NAME_ALLOWED to: {shrunk}"
+
+
+# ------------------------------------------------------------------------------------- one chunker (#27)
+CHUNKER = "core/chunks.py"
+# Where the one chunker may be called: the engine's run_chunked (OOM back-off, progress, cancel of a Host) and the
+# pipeline's public predict_* functions (their `batch_size`); everything else hands its batch on whole.
+CHUNKER_CALLERS = {"core/studio/chunking.py", "core/pipeline/predict.py", "core/pipeline/matting.py"}
+
+
+def _predictor_modules() -> list[Path]:
+    """Modules that run a model over images: the pipeline predictors and the task modules."""
+    found = []
+    for folder in ("core/pipeline", "core/tasks"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            if any(name == "predict" or name.startswith(("predict_", "_predict")) for name in names):
+                found.append(path)
+    return found
+
+
+def test_no_predictor_splits_a_batch():
+    """Issue 27: one chunker. Predictors take a batch and run it as given; only `core/chunks.py` cuts a batch
+    into chunks (a `range` stepped by a size, a chunk helper of its own), called by the engine's run_chunked and
+    the pipeline's public functions. Banding rows of one image (postprocess, resample) is not batching."""
+    modules = _predictor_modules()
+    assert {"predict.py", "matting.py", "pose.py", "seg.py", "dense.py"} <= {p.name for p in modules}
+    for path in modules:
+        rel = path.relative_to(REPO).as_posix()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert "chunk" not in node.name.lower(), (
+                    f"{rel}:{node.lineno} defines {node.name}: use core.chunks"
+                )
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range":
+                assert len(node.args) < 3, (
+                    f"{rel}:{node.lineno} steps a range: batches are cut by core.chunks"
+                )
+    callers = set()
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            rel = path.relative_to(REPO).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                called = (
+                    getattr(node.func, "id", getattr(node.func, "attr", ""))
+                    if isinstance(node, ast.Call)
+                    else ""
+                )
+                if called == "in_chunks":
+                    callers.add(rel)
+                if isinstance(node, ast.FunctionDef) and node.name == "in_chunks":
+                    assert rel == CHUNKER, f"a second chunker in {rel}"
+    assert callers == CHUNKER_CALLERS, callers

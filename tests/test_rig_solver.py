@@ -42,6 +42,7 @@ def _load_parse():
         "rig_math",
         "rig_filters",
         "rig_gaps",
+        "rig_smooth",
     )
     return {m: importlib.import_module(f"{name}.{m}") for m in mods} | {"names": NAMES}
 
@@ -262,6 +263,42 @@ def test_cleanup_follows_a_step_without_lag():
     assert abs(lag) <= 1
 
 
+def test_curvature_smoother_follows_curvature_not_speed():
+    """``rig_smooth.curvature_smooth`` (the head's clean-up): a head looking round +-25 deg at 0.4 Hz and nodding
+    +-8 deg at 0.9 Hz (1.1 rad/s, which holds the speed-adaptive filter open) under 2.5 deg of noise per axis, as
+    the solve sees it (a rotation's 9 entries): the worst frame loses a quarter of its error, more than the
+    speed-adaptive filter takes off; noise-free the motion comes back within 0.1 deg; a 40 deg step with noise
+    stays on its frame."""
+    smooth, rm = P["rig_smooth"].curvature_smooth, P["rig_math"]
+    rng = np.random.default_rng(3)
+    t = np.arange(300) / 30.0
+    yaw = np.radians(25.0) * np.sin(2 * np.pi * 0.4 * t)
+    pitch = np.radians(8.0) * np.sin(2 * np.pi * 0.9 * t)
+    clean = rm.rotation_y(yaw) @ rm.axis_angle(np.array([1.0, 0.0, 0.0]), pitch)
+    jitter = rm.axis_angle(
+        rng.normal(size=(300, 3)), np.linalg.norm(rng.normal(0.0, np.radians(2.5), (300, 3)), axis=1)
+    )
+    noisy = jitter @ clean
+
+    def error(flat):  # degrees, worst frame, after projecting back onto rotations
+        u, _, vt = np.linalg.svd(flat.reshape(-1, 3, 3))
+        return np.degrees(rm.rotation_angle(clean, u @ vt)).max()
+
+    exact = smooth(clean.reshape(-1, 9))
+    cleaned = smooth(noisy.reshape(-1, 9))
+    speed_adaptive = P["rig_filters"].adaptive_smooth(noisy.reshape(-1, 9), 30.0, P["rig_filters"].CleanUp())
+    raw = error(noisy.reshape(-1, 9))
+    print(f"head-like turns: raw {raw:.2f}, speed-adaptive {error(speed_adaptive):.2f}, "
+          f"curvature-adaptive {error(cleaned):.2f} deg; noise-free {error(exact):.3f} deg")  # fmt: skip
+    assert error(exact) < 0.1
+    assert error(cleaned) < 0.8 * raw
+    assert error(cleaned) < error(speed_adaptive)
+    step = np.where(np.arange(120) >= 60, np.radians(40.0), 0.0)[:, None] * np.array([[0.0, 1.0, 0.0]])
+    out = smooth(step + rng.normal(0.0, np.radians(1.0), step.shape))
+    lag = int(np.argmax(out[:, 1] > np.radians(20.0))) - 60
+    assert abs(lag) <= 1
+
+
 def _walker():
     spec = importlib.util.spec_from_file_location(
         "sapiens2_rig_truth_walk", REPO / "tests" / "blender" / "rig_truth_walk.py"
@@ -287,15 +324,15 @@ def test_realistic_walk_noise_free_is_reproduced_exactly():
 
 
 # Per-bone maxima over the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, measured
-# on noise seeds 5 / 6 (degrees). The spine and the neck meet the issue's 3 deg; the rest do NOT and are held as
+# on noise seeds 5 / 6 (degrees). The spine, neck and head meet the issue's 3 deg; the rest do NOT and are held as
 # regression bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
 # test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees (arms, fingers) and
 # benchmarks/bench_rig_oracle.py (legs, hips, head: reachable in principle, see docs/blender.md).
 WALK_MEASURED = {"spine": (1.73, 2.68), "spine1": (1.64, 2.16), "spine2": (1.84, 1.92), "hips": (2.53, 3.37),
-                 "neck": (1.89, 2.52), "head": (3.07, 3.41), "clavicle": (3.41, 3.52), "upper_arm": (10.59, 10.38),
+                 "neck": (1.89, 2.52), "head": (2.67, 2.34), "clavicle": (3.41, 3.52), "upper_arm": (10.59, 10.38),
                  "forearm": (12.91, 11.27), "hand": (15.63, 11.36), "thigh": (6.11, 6.09), "shin": (6.26, 6.03),
                  "foot": (6.63, 6.77), "toe": (6.59, 6.82)}  # fmt: skip
-WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.9, "neck": 3.0, "head": 4.0, "clavicle": 4.0,
+WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.9, "neck": 3.0, "head": 3.0, "clavicle": 4.0,
                "upper_arm": 12.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.2, "shin": 7.2, "foot": 7.9,
                "toe": 7.9}  # fmt: skip
 
@@ -303,7 +340,7 @@ WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.9, "neck": 
 @pytest.mark.parametrize("seed", [5, 6])
 def test_realistic_walk_with_3mm_noise_per_bone(seed):
     """The issue's noisy case: the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, on
-    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine and the neck only; the
+    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine, neck and head only; the
     rest is held per bone as a regression bound (``WALK_BOUNDS``), so a change that helps shows and one that hurts
     fails. Measured joints max 2.22 / 1.83 cm (p99 1.02 cm): the rig's joints hang off chains of noisy rotations
     (1 deg on a 0.8 m leg is 1.4 cm). Fingers are not bounded here (a 2 cm segment under 3 mm noise: see below)."""

@@ -23,9 +23,10 @@ them (``rig_filters.fill_weak``), and a limb straight for the whole clip keeps i
 
 Clean-up (``rig_filters.CleanUp``) is speed-adaptive and runs *in joint space* -- on each quantity as the parent
 bone sees it (a bone's direction or rotation, a twist), and on the pelvis (the root's heading and tilt apart) --
-where motion is slower than in the world (a hand's world frame adds up the hips, spine, shoulder and elbow). A still joint loses its jitter; a fast
-one keeps its motion (the cut-off opens with the local speed). Bend-plane twists are weighted by how bent the limb
-is (information ~ sin^2 of the bend), so nearly straight frames lean on their neighbours.
+where motion is slower than in the world (a hand's world frame adds up the hips, spine, shoulder and elbow). A
+still joint loses its jitter; a fast one keeps its motion (the cut-off opens with the local speed). Bend-plane
+twists are weighted by how bent the limb is (information ~ sin^2 of the bend), so nearly straight frames lean on
+their neighbours. The head alone is cleaned up by curvature (``rig_smooth``): it turns smoothly but fast.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rig_filters import CleanUp, adaptive_smooth, fill_weak
+from .rig_filters import MIN_CUTOFF, CleanUp, adaptive_smooth, fill_weak
 from .rig_frames import hips_frame
 from .rig_keypoints import FINGER_WORD, KeypointIndex, body_names, finger_joint
 from .rig_math import (
@@ -48,6 +49,7 @@ from .rig_math import (
     twist_about_y,
 )
 from .rig_skeleton import HAND_REST, HEAD_REST, SIDES, SOLE_REST, Measurements, RestPose, side_frame
+from .rig_smooth import curvature_smooth
 
 # Clean-up: a frame bent less than this leans on its neighbours for the upper bone's twist (information ~ sin^2 of
 # the bend). 24 deg, not 12: on the walking truth at 3 mm noise upper arms 15.5-16.9 -> 10.6-13.3 deg, legs
@@ -144,13 +146,24 @@ class _Solver:
         return np.einsum("tij,t...j->t...i", parent, normalize(self.smooth(local)))
 
     def steady_frame(
-        self, parent: np.ndarray | None, frames: np.ndarray, weights: np.ndarray | None = None
+        self,
+        parent: np.ndarray | None,
+        frames: np.ndarray,
+        weights: np.ndarray | None = None,
+        curvature: bool = False,
     ) -> np.ndarray:
-        """World rotations (T, 3, 3) cleaned up relative to ``parent`` (None: in the world), kept rotations."""
+        """World rotations (T, 3, 3) cleaned up relative to ``parent`` (None: in the world), kept rotations;
+        ``curvature``: by ``rig_smooth.curvature_smooth`` instead of the speed-adaptive filter."""
         if self.cleanup is None:
             return frames
         local = frames if parent is None else np.swapaxes(parent, -1, -2) @ frames
-        flat = self.smooth(local.reshape(-1, 9) / np.sqrt(2.0), weights).reshape(-1, 3, 3) * np.sqrt(2.0)
+        flat = local.reshape(-1, 9) / np.sqrt(2.0)
+        if curvature:
+            strength = MIN_CUTOFF / self.cleanup.min_cutoff  # the user's Strength: x2 = windows twice as wide
+            flat = curvature_smooth(flat, weights, gain=strength**5)
+        else:
+            flat = self.smooth(flat, weights)
+        flat = flat.reshape(-1, 3, 3) * np.sqrt(2.0)
         u, _, vt = np.linalg.svd(flat)
         d = np.sign(np.linalg.det(u @ vt))
         u[..., :, 2] *= d[:, None]
@@ -205,13 +218,13 @@ class _Solver:
         return frames
 
     def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray,
-            weights: np.ndarray | None = None) -> None:  # fmt: skip
+            weights: np.ndarray | None = None, curvature: bool = False) -> None:  # fmt: skip
         """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. Clean-up works on
         the fitted rotation as the parent bone sees it (a wrist's flexion is slow; the hand's world frame is not)."""
         b = self.i(bone)
         parent = self.delta(self.rest.parent[b])
         offsets = observed - observed.mean(axis=1, keepdims=True)
-        part = self.steady_frame(parent, kabsch(local, offsets), weights)
+        part = self.steady_frame(parent, kabsch(local, offsets), weights, curvature)
         self.set(bone, part @ part_rest.T @ self.rest.frames[b])
 
     def steady_angle(self, angle: np.ndarray) -> np.ndarray:
@@ -246,7 +259,12 @@ class _Solver:
         names = [n for n in self.kp.head_fit_names() if n in layout]
         local = np.stack([layout[n] for n in names])
         observed = np.stack([self.p(n) for n in names], axis=1)
-        self.fit("head", local, observed, HEAD_REST, self.w(*names))
+        # The head turns smoothly but fast (a 25 deg look round at 0.4 Hz is 1.1 rad/s): the speed-adaptive filter
+        # stays open for it and keeps the fit's 4-5 deg of noise. Its bias comes from curvature, not speed, so the
+        # head takes the curvature-adaptive smoother: walking truth at 3 mm 3.1-4.4 -> 2.3-3.2 deg (seeds 5-10),
+        # running 3.4-4.1 -> 2.7-3.5, slow 3.3-3.5 -> 2.3-2.9. On the feet (sharp ankle bumps) it lost on the
+        # running truth, on limb directions it lost on joints (3.6 cm), on a straight knee's twist it spiked.
+        self.fit("head", local, observed, HEAD_REST, self.w(*names), curvature=True)
 
     def limb(self, upper: str, lower: str, pole: str, target: str) -> np.ndarray:
         """Upper bone aimed at the observed elbow/knee, lower at the wrist/ankle from where the upper ends;

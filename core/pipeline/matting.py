@@ -4,8 +4,9 @@ Pipeline, as the reference's matting test pipeline and demo (`MattingResize(keep
 stretch to 1024×768 (cv2 INTER_AREA when the width shrinks, else INTER_LINEAR), normalise, forward (the head ends
 in a sigmoid), bilinear resize of all four channels back to the image, clip to [0, 1]. The straight foreground is
 derived here (the reference only gives the pre-multiplied one). Same conventions as the other predictors in
-`predict.py` (chunks of `batch_size` on the model's device under `inference_mode`, `progress`, `should_stop`,
-results on `output_device`); self-contained so it does not depend on that module's internals.
+`predict.py` (chunks of `batch_size`, cut by the one chunker `core.chunks.in_chunks`, on the model's device under
+`inference_mode`, `progress`, `should_stop`, results on `output_device`; `_matting_batch` runs what it is given and
+never splits it); self-contained so it does not depend on that module's internals.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..chunks import in_chunks
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
-from .images import AlphaMode, ImageSource
+from .images import AlphaMode, ImageSource, PreparedImage
 from .postprocess import MATTE_EPS, matting_to_image, unpremultiply
 from .preprocess import normalize, preprocess_matting
 from .results import MattingResult, SegResult
@@ -63,29 +65,40 @@ def predict_matting(
         raise PipelineError(f"the un-premultiply threshold eps must be in [0, 1), got {eps}")
     source = ImageSource(images, alpha=alpha)
     masks = _seg_masks(seg, len(source))
-    results: list[MattingResult] = []
+
+    def work(start: int, stop: int) -> list[MattingResult]:
+        prepared = [source.get(i, model.device) for i in range(start, stop)]
+        return _matting_batch(model, prepared, masks[start:stop], eps, output_device, should_stop)
+
     with torch.inference_mode():
-        for start in range(0, len(source), batch_size):
-            prepared = [
-                source.get(i, model.device) for i in range(start, min(start + batch_size, len(source)))
-            ]
-            batch = torch.stack([preprocess_matting(p.pixels, quantize=p.quantized) for p in prepared])
-            if should_stop is not None and should_stop():
-                raise PredictionInterrupted("prediction stopped by request")
-            out = model(normalize(batch).to(dtype=model.dtype))
-            for j, p in enumerate(prepared):
-                matte, premultiplied = matting_to_image(out[j : j + 1], p.size)
-                straight = unpremultiply(premultiplied, matte, eps)
-                mask = masks[len(results)]
-                results.append(
-                    MattingResult(
-                        alpha=matte[0, 0].to(output_device),
-                        foreground_premultiplied=premultiplied[0].permute(1, 2, 0).to(output_device),
-                        foreground=straight[0].permute(1, 2, 0).to(output_device),
-                        eps=eps,
-                        mask=None if mask is None else mask.to(output_device),
-                    )
-                )
-            if progress is not None:
-                progress(len(results), len(source))
+        return in_chunks(len(source), batch_size, work, progress=progress)
+
+
+def _matting_batch(
+    model: Any,
+    prepared: Sequence[PreparedImage],
+    masks: Sequence[Tensor | None],
+    eps: float,
+    output_device: str | torch.device,
+    should_stop: Callable[[], Any] | None,
+) -> list[MattingResult]:
+    """One forward pass over all of `prepared` (never split: the caller chose the batch)."""
+    batch = torch.stack([preprocess_matting(p.pixels, quantize=p.quantized) for p in prepared])
+    if should_stop is not None and should_stop():
+        raise PredictionInterrupted("prediction stopped by request")
+    out = model(normalize(batch).to(dtype=model.dtype))
+    results: list[MattingResult] = []
+    for j, p in enumerate(prepared):
+        matte, premultiplied = matting_to_image(out[j : j + 1], p.size)
+        straight = unpremultiply(premultiplied, matte, eps)
+        mask = masks[j]
+        results.append(
+            MattingResult(
+                alpha=matte[0, 0].to(output_device),
+                foreground_premultiplied=premultiplied[0].permute(1, 2, 0).to(output_device),
+                foreground=straight[0].permute(1, 2, 0).to(output_device),
+                eps=eps,
+                mask=None if mask is None else mask.to(output_device),
+            )
+        )
     return results

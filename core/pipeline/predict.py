@@ -1,8 +1,11 @@
 """Predictors: a loaded model + images → one typed result per image.
 
-Every predictor processes images in chunks of `batch_size` under `torch.inference_mode()`, on the model's
-device and dtype, calls `progress(done, total)` after each chunk and `should_stop()` before each forward pass
-(ComfyUI interrupts: return True, or raise your own exception, to stop), and refuses a model of another task.
+Every predictor runs under `torch.inference_mode()`, on the model's device and dtype, calls `should_stop()` before
+each forward pass (ComfyUI interrupts: return True, or raise your own exception, to stop), and refuses a model of
+another task. Each has a batch kernel (`_seg_batch`, `_dense_batch`, `_pose_batch`) that runs the images it is
+given as they come and never splits them; the public functions cut a long list into `batch_size` chunks with the
+project's one chunker (`core.chunks.in_chunks`, which the engine's `run_chunked` also uses) and call
+`progress(done, total)` after each chunk.
 Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or a (B, H, W, 3) float tensor in
 0..1 (ComfyUI IMAGE). Results live on `output_device` (CPU by default). `bands_above` (normal, albedo,
 pointmap; bytes): a CPU map larger than that comes back as a `BandedArray`, made band by band when read and
@@ -19,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..chunks import in_chunks
 from ..timing import stage
 from .boxes import boxes_for_image
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
@@ -81,10 +85,9 @@ def _forward(model: Any, batch: Tensor, should_stop: StopFn | None) -> Any:
         return model(inputs)
 
 
-def _chunks(total: int, size: int) -> list[range]:
+def _check_batch_size(size: int) -> None:
     if size < 1:
         raise PipelineError(f"batch_size must be ≥ 1, got {size}")
-    return [range(s, min(s + size, total)) for s in range(0, total, size)]
 
 
 def _masks(seg: Sequence[Any] | None, count: int) -> list[Tensor | None]:
@@ -109,22 +112,35 @@ def predict_seg(
     """29-class body-part segmentation at the original resolution."""
     _check_task(model, "seg")
     source = ImageSource(images, alpha=alpha)
-    results: list[SegResult] = []
+    _check_batch_size(batch_size)
+
+    def work(start: int, stop: int) -> list[SegResult]:
+        prepared = [source.get(i, model.device) for i in range(start, stop)]
+        return _seg_batch(model, prepared, keep_logits, output_device, should_stop)
+
     with torch.inference_mode():
-        for chunk in _chunks(len(source), batch_size):
-            prepared = [source.get(i, model.device) for i in chunk]
-            with stage("seg.preprocess"):
-                batch = torch.stack([preprocess_seg(p.pixels, quantize=p.quantized) for p in prepared])
-            logits = _forward(model, batch, should_stop).to(torch.float32)
-            for j, p in enumerate(prepared):
-                with stage("seg.post"):
-                    labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
-                bad = count_nonfinite(logits[j])
-                results.append(
-                    SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
-                )
-            if progress is not None:
-                progress(len(results), len(source))
+        return in_chunks(len(source), batch_size, work, progress=progress)
+
+
+def _seg_batch(
+    model: Any,
+    prepared: Sequence[PreparedImage],
+    keep_logits: bool,
+    output_device: str | torch.device,
+    should_stop: StopFn | None,
+) -> list[SegResult]:
+    """One forward pass over all of `prepared` (never split: the caller chose the batch)."""
+    with stage("seg.preprocess"):
+        batch = torch.stack([preprocess_seg(p.pixels, quantize=p.quantized) for p in prepared])
+    logits = _forward(model, batch, should_stop).to(torch.float32)
+    results: list[SegResult] = []
+    for j, p in enumerate(prepared):
+        with stage("seg.post"):
+            labels, full = seg_to_labels(logits[j : j + 1], p.size, keep_logits=keep_logits)
+        bad = count_nonfinite(logits[j])
+        results.append(
+            SegResult(labels.to(output_device), None if full is None else full.to(output_device), bad)
+        )
     return results
 
 
@@ -180,27 +196,41 @@ def _predict_dense(
     seg foreground as `mask` when given."""
     _check_task(model, task)
     source = ImageSource(images, alpha=options["alpha"])
-    progress, should_stop = options["progress"], options["should_stop"]
-    results: list[Any] = []
+    _check_batch_size(options["batch_size"])
+
+    def work(start: int, stop: int) -> list[Any]:
+        prepared = [source.get(i, model.device) for i in range(start, stop)]
+        return _dense_batch(model, prepared, options, output_device, build)
+
     with torch.inference_mode():
-        for chunk in _chunks(len(source), options["batch_size"]):
-            prepared = [source.get(i, model.device) for i in chunk]
-            staged = [_dense_input(p, task) for p in prepared]
-            out = _forward(model, torch.stack([s[0] for s in staged]), should_stop)
-            for j, (_, layout) in enumerate(staged):
-                banded = _bands(model, layout, output_device, options.get("bands_above"))
-                with stage(f"{task}.post"):
-                    result = build(out, j, layout, banded)
-                if not banded:
-                    field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
-                    setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
-                results.append(result)
-            if progress is not None:
-                progress(len(results), len(source))
+        results = in_chunks(len(source), options["batch_size"], work, progress=options["progress"])
     with stage(f"{task}.post"):
         masks = _masks(seg, len(results))
     for result, mask in zip(results, masks):
         result.mask = None if mask is None else mask.to(output_device)
+    return results
+
+
+def _dense_batch(
+    model: Any,
+    prepared: Sequence[PreparedImage],
+    options: dict[str, Any],
+    output_device: str | torch.device,
+    build: Callable[[Any, int, Any, bool], Any],
+) -> list[Any]:
+    """One forward pass of a dense task over all of `prepared` (never split: the caller chose the batch)."""
+    task = getattr(model, "task", "?")
+    staged = [_dense_input(p, task) for p in prepared]
+    out = _forward(model, torch.stack([s[0] for s in staged]), options["should_stop"])
+    results: list[Any] = []
+    for j, (_, layout) in enumerate(staged):
+        banded = _bands(model, layout, output_device, options.get("bands_above"))
+        with stage(f"{task}.post"):
+            result = build(out, j, layout, banded)
+        if not banded:
+            field = next(f for f in ("normals", "albedo", "points") if hasattr(result, f))
+            setattr(result, field, getattr(result, field).to(output_device))  # free device memory now
+        results.append(result)
     return results
 
 
@@ -319,68 +349,104 @@ def predict_pose(
         _check_task(seg_model, "seg")
     if seg is not None and len(seg) != total:
         raise PipelineError(f"got {len(seg)} segmentation results for {total} images; pass one per image")
-    flips = flip_indices()
-    results: list[PoseResult] = []
-    for chunk in _chunks(total, batch_size):
-        plans = []  # (image index, box (corner), source, PoseCrop)
-        chunk_results: dict[int, PoseResult] = {}
+    _check_batch_size(batch_size)
+    batch = _PoseBatch(
+        model, source, boxes, flip_test, batch_size, if_no_person, max_refine_step, should_stop
+    )
+
+    def work(start: int, stop: int) -> list[PoseResult]:
+        chunk = range(start, stop)
         chunk_seg: dict[int, Any] = {}
-        if seg_model is not None:
-            segs = predict_seg(
-                seg_model,
-                source.subset(chunk.start, chunk.stop),
-                batch_size=batch_size,
-                alpha=alpha,
-                should_stop=should_stop,
-            )
+        if seg_model is not None:  # one seg pass over the chunk's images (a batch of them, not split)
+            subset = source.subset(start, stop)
+            segs = predict_seg(seg_model, subset, batch_size=len(chunk), alpha=alpha, should_stop=should_stop)
             chunk_seg = dict(zip(chunk, segs))
         elif seg is not None:
             chunk_seg = {i: seg[i] for i in chunk}
+        return batch.run(chunk, chunk_seg, seg_box_options)
+
+    return in_chunks(total, batch_size, work, progress=progress)
+
+
+class _PoseBatch:
+    """Pose over one batch of images: person boxes, then their crops `crops_per_pass` at a time (the crop passes
+    are cut by the one chunker too, so their sizes, and with them the bits of the forward passes, are those of
+    every earlier release)."""
+
+    def __init__(
+        self,
+        model: Any,
+        source: ImageSource,
+        boxes: Sequence[Sequence[Any] | None] | None,
+        flip_test: bool,
+        crops_per_pass: int,
+        if_no_person: str,
+        max_refine_step: float | None,
+        should_stop: StopFn | None,
+    ) -> None:
+        self.model, self.source, self.boxes, self.flip_test = model, source, boxes, flip_test
+        self.crops_per_pass, self.if_no_person = crops_per_pass, if_no_person
+        self.max_refine_step, self.should_stop = max_refine_step, should_stop
+        self.flips = flip_indices()
+
+    def run(
+        self, chunk: range, chunk_seg: dict[int, Any], seg_box_options: dict[str, Any]
+    ) -> list[PoseResult]:
+        """The results of images `chunk` (indices of the source); `chunk_seg`: image index → its segmentation."""
+        plans = []  # (image index, box (corner), source, PoseCrop)
+        results: dict[int, PoseResult] = {}
         for i in chunk:
-            size = source.size(i)
+            size = self.source.size(i)
             labels = chunk_seg[i].labels if i in chunk_seg else None
             with stage("pose.boxes"):
                 chosen, box_source, notes = boxes_for_image(
                     size,
-                    None if boxes is None else boxes[i],
+                    None if self.boxes is None else self.boxes[i],
                     labels,
-                    if_no_person=if_no_person,
+                    if_no_person=self.if_no_person,
                     **seg_box_options,
                 )
-            chunk_results[i] = PoseResult([], size, list(notes))
+            results[i] = PoseResult([], size, list(notes))
             for b in chosen:
                 ref_box = (b[0] - 0.5, b[1] - 0.5, b[2] - 0.5, b[3] - 0.5)  # → pixel-centre convention
                 plans.append((i, b, box_source, pose_crop(ref_box)))
         with torch.inference_mode():
-            prepared = {i: source.get(i, model.device) for i in {p[0] for p in plans}}
-            for sub in _chunks(len(plans), batch_size):
-                items = [plans[k] for k in sub]
-                with stage("pose.preprocess"):
-                    crops = torch.stack(
-                        [
-                            preprocess_pose_crop(prepared[i].pixels, c, quantize=prepared[i].quantized)
-                            for i, _, _, c in items
-                        ]
-                    )
-                    inputs = torch.cat([crops, crops.flip(-1)]) if flip_test else crops
-                heatmaps = _forward(model, inputs, should_stop).to(torch.float32)
-                with stage("pose.decode"):
-                    if flip_test:
-                        n = len(items)
-                        heatmaps = average_flip(heatmaps[:n], heatmaps[n:], flips)
-                    kp, scores = decode_heatmaps(heatmaps, (NET_W, NET_H), max_refine_step=max_refine_step)
-                for k, (i, box, box_source, crop) in enumerate(items):
-                    with stage("pose.decode"):
-                        xy = crop_to_image(kp[k], crop.center, crop.scale, (NET_W, NET_H)) + 0.5
-                    sc = scores[k].detach().cpu().numpy().astype("float32")
-                    kps = np.empty((xy.shape[0], 3), dtype=np.float32)
-                    kps[:, :2], kps[:, 2] = xy, sc
-                    chunk_results[i].people.append(PersonPose(tuple(box), kps, box_source))  # type: ignore[arg-type]
-            del prepared
-        results.extend(chunk_results[i] for i in chunk)
-        if progress is not None:
-            progress(len(results), total)
-    return results
+            prepared = {i: self.source.get(i, self.model.device) for i in {p[0] for p in plans}}
+
+            def crops(start: int, stop: int) -> list[PersonPose]:
+                people = self._people(plans[start:stop], prepared)
+                for (i, *_), person in zip(plans[start:stop], people):
+                    results[i].people.append(person)
+                return people
+
+            in_chunks(len(plans), self.crops_per_pass, crops)  # `prepared` goes with this call
+        return [results[i] for i in chunk]
+
+    def _people(self, items: list[Any], prepared: dict[int, PreparedImage]) -> list[PersonPose]:
+        """One forward pass (two images per crop with the flip test) over all of `items`' crops."""
+        with stage("pose.preprocess"):
+            crops = torch.stack(
+                [
+                    preprocess_pose_crop(prepared[i].pixels, c, quantize=prepared[i].quantized)
+                    for i, _, _, c in items
+                ]
+            )
+            inputs = torch.cat([crops, crops.flip(-1)]) if self.flip_test else crops
+        heatmaps = _forward(self.model, inputs, self.should_stop).to(torch.float32)
+        with stage("pose.decode"):
+            if self.flip_test:
+                n = len(items)
+                heatmaps = average_flip(heatmaps[:n], heatmaps[n:], self.flips)
+            kp, scores = decode_heatmaps(heatmaps, (NET_W, NET_H), max_refine_step=self.max_refine_step)
+        people = []
+        for k, (_, box, box_source, crop) in enumerate(items):
+            with stage("pose.decode"):
+                xy = crop_to_image(kp[k], crop.center, crop.scale, (NET_W, NET_H)) + 0.5
+            sc = scores[k].detach().cpu().numpy().astype("float32")
+            kps = np.empty((xy.shape[0], 3), dtype=np.float32)
+            kps[:, :2], kps[:, 2] = xy, sc
+            people.append(PersonPose(tuple(box), kps, box_source))  # type: ignore[arg-type]
+        return people
 
 
 PREDICTORS: dict[str, Callable[..., list[Any]]] = {

@@ -1,4 +1,5 @@
-"""Batches in chunks, with out-of-memory back-off: the one place where a batch is split."""
+"""The engine's chunking: a batch through the one chunker (`core.chunks`) with a Host's progress and cancel, and
+the out-of-memory back-off (halve the chunk, retry). Predictors take the chunk they are given and never split it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TypeVar
 
 import torch
 
+from ..chunks import in_chunks
 from .errors import OutOfMemoryError, StudioError
 from .host import Host
 
@@ -30,39 +32,28 @@ def run_chunked(
 ) -> list[T]:
     """Call `work(start, stop)` over `range(total)` in chunks; on out-of-memory halve the chunk and retry.
 
-    Progress is reported after every chunk and cancellation checked before each. An out-of-memory error with one
-    item per chunk is re-raised as OutOfMemoryError with advice, since nothing smaller can be tried.
+    Progress is reported before the first chunk and after every chunk, cancellation checked before each. An
+    out-of-memory error with one item per chunk is re-raised as OutOfMemoryError with advice, since nothing
+    smaller can be tried. The cutting itself is `core.chunks.in_chunks`, the project's one chunker.
     """
     if total <= 0:
         raise StudioError(f"the batch is empty: there are no {what} to process")
     if chunk_size < 1:
         raise StudioError(f"the chunk size must be at least 1, got {chunk_size}")
-    results: list[T] = []
-    start, size = 0, chunk_size
+
+    def shrink(size: int, start: int, stop: int, exc: Exception) -> int:
+        if not is_out_of_memory(exc):
+            raise exc
+        host.release_memory()
+        if size == 1:
+            raise OutOfMemoryError(
+                f"out of memory even with one of the {what} per forward pass: use a smaller model, the "
+                "bf16/fp16 dtype, or free memory used by other programs or models",
+                hints={"comfyui": "unload other models (Manager ▸ Unload Models) or lower the image size"},
+            ) from exc
+        size = max(1, size // 2)
+        host.note(f"out of memory with {stop - start} {what} per chunk; retrying with {size}")
+        return size
+
     host.progress(0, total)
-    while start < total:
-        host.check_cancel()
-        stop = min(total, start + size)
-        try:
-            out = list(work(start, stop))
-        except Exception as exc:
-            if not is_out_of_memory(exc):
-                raise
-            host.release_memory()
-            if size == 1:
-                raise OutOfMemoryError(
-                    f"out of memory even with one of the {what} per forward pass: use a smaller model, the "
-                    "bf16/fp16 dtype, or free memory used by other programs or models",
-                    hints={
-                        "comfyui": "unload other models (Manager ▸ Unload Models) or lower the image size"
-                    },
-                ) from exc
-            size = max(1, size // 2)
-            host.note(f"out of memory with {stop - start} {what} per chunk; retrying with {size}")
-            continue
-        if len(out) != stop - start:
-            raise RuntimeError(f"internal error: chunk {start}:{stop} returned {len(out)} results")
-        results.extend(out)
-        start = stop
-        host.progress(start, total)
-    return results
+    return in_chunks(total, chunk_size, work, progress=host.progress, before=host.check_cancel, shrink=shrink)
