@@ -27,6 +27,53 @@ def prepare_clone(cls, hidden: dict):
     return cls.PREPARE_CLASS_CLONE(hidden)
 
 
+def pose_clip(node, pose_model, mm, utils, torch) -> dict:
+    """A 5-frame clip through Sapiens2 Pose in chunks of 2 (issue 29): ComfyUI's progress bar moves per chunk of
+    frames; Cancel pressed once the first chunk is done stops the run before the next; a VIDEO of the same
+    frames (as GetVideoComponents gives them) gives the same keypoints."""
+    from fractions import Fraction
+    from types import SimpleNamespace
+
+    from sapiens2_pack.comfy_nodes import labels
+
+    clip = torch.rand(5, 40, 30, 3, generator=torch.Generator().manual_seed(4))
+    widgets = {
+        "flip_test": False,
+        "keypoint_format": labels.first(labels.POSE_FORMATS),
+        "neck_mode": labels.first(labels.NECK_MODES),
+        "score_threshold": 0.3,
+        "chunk_size": 2,
+    }
+    calls: list = []
+    utils.set_progress_bar_global_hook(
+        lambda value, total, preview, node_id=None: calls.append([value, total])
+    )
+    frames = node("Sapiens2Pose").execute(pose_model, clip, **widgets).args[0]
+    result = {"progress": list(calls)}
+
+    calls.clear()
+
+    def cancel_after_first_chunk(value, total, preview, node_id=None):
+        calls.append([value, total])
+        if value == 2:
+            mm.interrupt_current_processing(True)  # what the Cancel button does
+
+    utils.set_progress_bar_global_hook(cancel_after_first_chunk)
+    try:
+        node("Sapiens2Pose").execute(pose_model, clip, **widgets)
+        interrupted = False
+    except mm.InterruptProcessingException:
+        interrupted = True
+    mm.interrupt_current_processing(False)
+    result["cancelled"] = {"interrupted": interrupted, "progress": list(calls)}
+    utils.set_progress_bar_global_hook(None)
+
+    video = SimpleNamespace(get_components=lambda: SimpleNamespace(images=clip, frame_rate=Fraction(25)))
+    from_video = node("Sapiens2Pose").execute(pose_model, video, **widgets).args[0]
+    result["video_same"] = json.dumps(from_video) == json.dumps(frames)
+    return result
+
+
 def main() -> None:
     comfy, repo, work = sys.argv[1:4]
     os.chdir(comfy)
@@ -136,6 +183,8 @@ def main() -> None:
     except Exception as exc:
         out["mesh_on_new_host"] = {"outputs": outputs, "error": f"{type(exc).__name__}: {exc}"}
     del api_io.File3DAny, api_latest.Types.File3D
+
+    out["pose_clip"] = pose_clip(node, other, mm, comfy.utils, torch)
 
     mm.unload_all_models()
     out["patcher_loaded_after_unload"] = any(m.model is loaded.host_handle for m in mm.current_loaded_models)

@@ -36,6 +36,12 @@ def test_pack_inside_comfyui_process(comfy_host, tmp_path):
     assert out["progress"] == [[0, 3], [2, 3], [3, 3]]
     assert out["interrupted"] is True
     assert out["after_oom"] == {"other_loaded": False, "own_loaded": True}
+    # A clip through Sapiens2 Pose in chunks of 2 (issue 29): the bar moves per chunk of frames, Cancel after the
+    # first chunk stops before the next one starts, and a VIDEO of the same frames gives the same keypoints.
+    clip = out["pose_clip"]
+    assert clip["progress"] == [[0, 5], [2, 5], [4, 5], [5, 5]]
+    assert clip["cancelled"] == {"interrupted": True, "progress": [[0, 5], [2, 5]]}
+    assert clip["video_same"] is True
     mesh = out["mesh_on_new_host"]
     assert mesh["outputs"] == ["mesh_path", "model_3d"] and "error" not in mesh, mesh
     assert mesh["path"].startswith("mesh/") and mesh["path"].endswith(".glb") and mesh["model_3d"] is None
