@@ -6,15 +6,15 @@ import bpy
 from bpy.props import BoolProperty, EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper
 
-from ..build.mocap_export import ExportError, export_bvh, export_fbx
+from ..build.mocap_export import export_bvh, export_fbx
+from .file_ops import FileOperator
 
 
-class EXPORT_ANIM_OT_sapiens2_mocap(bpy.types.Operator, ExportHelper):
+class EXPORT_ANIM_OT_sapiens2_mocap(FileOperator, ExportHelper, bpy.types.Operator):
     """Export the active Sapiens2 humanoid rig as BVH (plus a camera .json) or FBX (with the camera)"""
 
     bl_idname = "export_anim.sapiens2_mocap"
     bl_label = "Export Sapiens2 Mocap"
-    bl_options = {"REGISTER"}  # noqa: RUF012 (read by Blender, never mutated)
 
     filename_ext = ".bvh"
     filter_glob: StringProperty(default="*.bvh;*.fbx", options={"HIDDEN"})
@@ -38,20 +38,15 @@ class EXPORT_ANIM_OT_sapiens2_mocap(bpy.types.Operator, ExportHelper):
         self.filename_ext = ".fbx" if self.file_format == "FBX" else ".bvh"
         return super().check(context)
 
-    def execute(self, context):
+    def run(self, context) -> str:
         path = Path(self.filepath).with_suffix(".fbx" if self.file_format == "FBX" else ".bvh")
-        try:
-            if self.file_format == "FBX":
-                summary = export_fbx(context, path, with_camera=self.with_camera)
-            else:
-                summary = export_bvh(context, path)
-                if not self.with_camera and len(summary["files"]) > 1:
-                    Path(summary["files"][1]).unlink()
-        except ExportError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report({"INFO"}, f"Exported {summary['frames']} frames at {summary['fps']:g} fps to {path.name}")
-        return {"FINISHED"}
+        if self.file_format == "FBX":
+            summary = export_fbx(context, path, with_camera=self.with_camera)
+        else:
+            summary = export_bvh(context, path)
+            if not self.with_camera and len(summary["files"]) > 1:
+                Path(summary["files"][1]).unlink()
+        return f"Exported {summary['frames']} frames at {summary['fps']:g} fps to {path.name}"
 
 
 def menu_export(self, context):

@@ -8,7 +8,7 @@ stages written by ``core.formats.usd`` (and by the export below) carry the rate 
 ``userProperties:sapiens2:framesPerSecond`` on the root prim, which arrives as the custom property
 ``sapiens2:framesPerSecond`` of the root's empty; this command sets the scene's rate from it.
 
-The operator classes put their own menu entries in place when registered (``register`` class methods), so the
+The operator classes put their own menu entries in place when registered (``file_ops.FileOperator``), so the
 add-on registers this module with one line.
 """
 
@@ -22,8 +22,10 @@ from bpy.props import StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
 from ..build.mocap_export import ExportError
+from .file_ops import FileOperator
 
 USD_EXTENSIONS = (".usd", ".usda", ".usdc", ".usdz")
+USD_GLOB = ";".join(f"*{ext}" for ext in USD_EXTENSIONS)  # the file browser's filter
 # USD `userProperties:sapiens2:framesPerSecond` (core.formats.usd.FPS_ATTRIBUTE), as Blender imports it
 FPS_PROPERTY = "sapiens2:framesPerSecond"
 
@@ -117,80 +119,48 @@ def import_usd(context, path: Path | str) -> dict:
     return {"objects": len(new), "fps": fps}
 
 
-class EXPORT_SCENE_OT_sapiens2_usd(bpy.types.Operator, ExportHelper):
+class EXPORT_SCENE_OT_sapiens2_usd(FileOperator, ExportHelper, bpy.types.Operator):
     """Export the imported Sapiens2 capture (mesh, armatures, humanoid rig, camera, animation) as USD"""
 
     bl_idname = "export_scene.sapiens2_usd"
     bl_label = "Export Sapiens2 Capture (USD)"
-    bl_options = {"REGISTER"}  # noqa: RUF012 (read by Blender, never mutated)
+    menu = "TOPBAR_MT_file_export"
+    menu_text = "Sapiens2 Capture (.usd)"
 
     filename_ext = ".usdc"
-    filter_glob: StringProperty(default="*.usd;*.usda;*.usdc;*.usdz", options={"HIDDEN"})
+    filter_glob: StringProperty(default=USD_GLOB, options={"HIDDEN"})
 
     @classmethod
     def poll(cls, context):
         return any("sapiens2" in c for c in context.scene.collection.children_recursive)
 
-    def execute(self, context):
+    def run(self, context) -> str:
         path = Path(self.filepath)
         if path.suffix.lower() not in USD_EXTENSIONS:
             path = path.with_suffix(".usdc")
-        try:
-            summary = export_usd(context, path)
-        except ExportError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
-        self.report(
-            {"INFO"},
+        summary = export_usd(context, path)
+        return (
             f"Exported {summary['objects']} objects, {summary['frames']} frames at {summary['fps']:g} fps "
-            f"to {path.name}",
+            f"to {path.name}"
         )
-        return {"FINISHED"}
-
-    @classmethod
-    def register(cls):
-        bpy.types.TOPBAR_MT_file_export.append(_menu_export)
-
-    @classmethod
-    def unregister(cls):
-        bpy.types.TOPBAR_MT_file_export.remove(_menu_export)
 
 
-class IMPORT_SCENE_OT_sapiens2_usd(bpy.types.Operator, ImportHelper):
+class IMPORT_SCENE_OT_sapiens2_usd(FileOperator, ImportHelper, bpy.types.Operator):
     """Import a USD stage with Blender's importer and set the scene's frame rate the stage records"""
 
     bl_idname = "import_scene.sapiens2_usd"
     bl_label = "Import Sapiens2 USD"
     bl_options = {"REGISTER", "UNDO"}  # noqa: RUF012 (read by Blender, never mutated)
+    menu = "TOPBAR_MT_file_import"
+    menu_text = "Sapiens2 USD (.usd)"
 
     filename_ext = ".usd"
-    filter_glob: StringProperty(default="*.usd;*.usda;*.usdc;*.usdz", options={"HIDDEN"})
+    filter_glob: StringProperty(default=USD_GLOB, options={"HIDDEN"})
 
-    def execute(self, context):
-        try:
-            summary = import_usd(context, self.filepath)
-        except ExportError as exc:
-            self.report({"ERROR"}, str(exc))
-            return {"CANCELLED"}
+    def run(self, context) -> str:
+        summary = import_usd(context, self.filepath)
         rate = f"{summary['fps']:g} fps" if summary["fps"] else "no frame rate recorded; scene rate unchanged"
-        self.report({"INFO"}, f"Imported {summary['objects']} objects ({rate})")
-        return {"FINISHED"}
-
-    @classmethod
-    def register(cls):
-        bpy.types.TOPBAR_MT_file_import.append(_menu_import)
-
-    @classmethod
-    def unregister(cls):
-        bpy.types.TOPBAR_MT_file_import.remove(_menu_import)
-
-
-def _menu_export(self, context):
-    self.layout.operator(EXPORT_SCENE_OT_sapiens2_usd.bl_idname, text="Sapiens2 Capture (.usd)")
-
-
-def _menu_import(self, context):
-    self.layout.operator(IMPORT_SCENE_OT_sapiens2_usd.bl_idname, text="Sapiens2 USD (.usd)")
+        return f"Imported {summary['objects']} objects ({rate})"
 
 
 classes = (EXPORT_SCENE_OT_sapiens2_usd, IMPORT_SCENE_OT_sapiens2_usd)

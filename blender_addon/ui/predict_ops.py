@@ -469,26 +469,26 @@ def draw_predict(layout, context) -> None:
         layout.label(text=outcome.progress.status_text())
 
 
-class SAPIENS2_PT_predict(bpy.types.Panel):
+class _PredictPanel:
+    """The Predict panel's one body; it stands in the 3D view's and the movie clip editor's sidebars (a panel
+    class names one editor, so each editor gets a class of its own)."""
+
     bl_label = "Sapiens2 Predict"
+    bl_region_type = "UI"
+    bl_category = "Sapiens2"
+
+    def draw(self, context):
+        draw_predict(self.layout, context)
+
+
+class SAPIENS2_PT_predict(_PredictPanel, bpy.types.Panel):
     bl_idname = "SAPIENS2_PT_predict"
     bl_space_type = "VIEW_3D"
-    bl_region_type = "UI"
-    bl_category = "Sapiens2"
-
-    def draw(self, context):
-        draw_predict(self.layout, context)
 
 
-class SAPIENS2_PT_predict_clip(bpy.types.Panel):
-    bl_label = "Sapiens2 Predict"
+class SAPIENS2_PT_predict_clip(_PredictPanel, bpy.types.Panel):
     bl_idname = "SAPIENS2_PT_predict_clip"
     bl_space_type = "CLIP_EDITOR"
-    bl_region_type = "UI"
-    bl_category = "Sapiens2"
-
-    def draw(self, context):
-        draw_predict(self.layout, context)
 
 
 classes = (SAPIENS2_PG_predict, SAPIENS2_OT_predict, SAPIENS2_OT_predict_stop, SAPIENS2_PT_predict,
