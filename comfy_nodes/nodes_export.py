@@ -28,6 +28,7 @@ from .compat import (
 from .errors import node_errors
 from .inputs import filename_prefix_input, fps_input, max_edge_ratio_input, smooth_input
 from .outputs import output_target
+from .task_inputs import batches_by_task
 
 BUNDLE_NAME = "Sapiens2 Save Capture Bundle"
 MESH_NAME = "Sapiens2 Export Mesh"
@@ -114,7 +115,7 @@ class Sapiens2SaveCaptureBundle(io.ComfyNode):
         require_openexr()  # before any work
         image, video_fps = frames_of(image)
         host = ComfyHost(cls.hidden.unique_id)
-        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
+        batches = batches_by_task(pose=pose, seg=seg, normals=normals, pointmap=pointmap, matting=matting)
         if isinstance(task_results, TaskBatch):  # Run Task's results: any registered task, plug-ins included
             batches[task_results.task] = batches.get(task_results.task) or task_results
         height, width = (int(v) for v in check_image(image, "").shape[1:3])  # a view: no copy of the clip

@@ -30,6 +30,7 @@ from .compat import (
 from .errors import node_errors
 from .inputs import filename_prefix_input, fps_input, max_edge_ratio_input, smooth_input
 from .outputs import output_target
+from .task_inputs import batches_by_task
 
 USD_NAME = "Sapiens2 Save USD"
 USD_FORMATS = ("usdz", "usdc")
@@ -115,7 +116,7 @@ class Sapiens2SaveUSD(io.ComfyNode):
         target = output_target(filename_prefix, width, height)
         path = os.path.join(target.folder, f"{target.base}.{format}")
         host = ComfyHost(cls.hidden.unique_id)
-        batches = {"pose": pose, "seg": seg, "normal": normals, "pointmap": pointmap, "matting": matting}
+        batches = batches_by_task(pose=pose, seg=seg, normals=normals, pointmap=pointmap, matting=matting)
         rate = sequence_fps(fps, video_fps)
         frames = sequence_frames(
             image, batches, fps=rate, smooth=smooth, albedo_image=albedo, mask=mask, host=host
