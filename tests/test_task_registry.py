@@ -176,3 +176,22 @@ def test_builtins_are_the_modules_of_the_package():
     package = Path(registry.__file__).parent
     modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("_")}
     assert modules - set(registry._SUPPORT_MODULES) == set(registry.names())
+
+
+def test_a_task_cannot_take_another_tasks_results_name():
+    """Front-ends take each task's results under its `field` (a ComfyUI input, a Python argument): a plug-in that
+    reused "normals" would have its batch handed to the normal task's layers."""
+    seg = type(registry.get("seg"))
+    clash = type(
+        "ClashTask", (seg,), {"name": "clashy", "output_conv": "conv_clashy", "batch_field": "normals"}
+    )
+    try:
+        with pytest.raises(TaskError, match="names its results 'normals', as task 'normal' does"):
+            registry.register(clash)
+        assert "clashy" not in registry.names()
+        own = type(
+            "OwnTask", (seg,), {"name": "clashy", "output_conv": "conv_clashy", "batch_field": "clashy"}
+        )
+        assert registry.register(own).field == "clashy"
+    finally:
+        registry.unregister("clashy")

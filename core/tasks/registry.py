@@ -75,8 +75,8 @@ def _instance(task: Task | type[Task]) -> Task:
 
 
 def register(task: Task | type[Task], *, replace: bool = False) -> Task:
-    """Register a task (class or instance); the same class again is a no-op. Another task of an existing name, or
-    one whose head output conv another task claims, is refused unless `replace` (tests)."""
+    """Register a task (class or instance); the same class again is a no-op. Another task of an existing name is
+    refused unless `replace` (tests); one whose head output conv or results name (`field`) another task has, always."""
     _ensure_builtins()
     instance = _instance(task)
     old = _tasks.get(instance.name)
@@ -92,6 +92,12 @@ def register(task: Task | type[Task], *, replace: bool = False) -> Task:
             raise TaskError(
                 f"task {instance.name!r} claims the head output conv decode_head.{instance.output_conv}, which is "
                 f"task {other.name!r}'s; give the head its own output conv name"
+            )
+        if other.name != instance.name and other.field == instance.field:
+            raise TaskError(
+                f"task {instance.name!r} names its results {instance.field!r}, as task {other.name!r} does; front-ends "
+                "take each task's results under that name (a ComfyUI input, a Python argument), so set the task's "
+                "batch_field to a name of its own"
             )
     _tasks[instance.name] = instance
     return instance
