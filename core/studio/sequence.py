@@ -18,7 +18,7 @@ from ..pipeline.results import PersonPose, PoseResult
 from .batches import TaskBatch
 from .errors import StudioError
 from .stages import canonical_frame
-from .temporal import TEMPORAL_TASKS, SequencePass
+from .temporal import PEOPLE_TASK, SCALE_TASK, TEMPORAL_TASKS, SequencePass
 
 DEFAULT_FPS = 24.0  # as the CLI: the frame rate of a sequence that does not say its own
 
@@ -112,16 +112,18 @@ def _rows(value: Any, start: int, stop: int) -> Any:
 
 
 def sequence_tasks(batches: dict[str, TaskBatch | None], smooth: bool) -> list[str]:
-    """The temporal tasks a bundle of a sequence still has to pass: pose unless a pose node already did (with
-    smoothing, when smoothing is asked), the pointmap scale when smoothing is asked."""
+    """The temporal tasks a bundle of a sequence still has to pass: the task whose people are tracked (pose) unless
+    a pose node already did (with smoothing, when smoothing is asked), the task whose scale is smoothed (pointmap)
+    when smoothing is asked (the temporal pass's own declarations, `temporal.PEOPLE_TASK` / `SCALE_TASK`)."""
     tasks = []
-    pose = batches.get("pose")
-    if pose is not None:
-        done = passed(pose)
+    people = batches.get(PEOPLE_TASK)
+    if people is not None:
+        done = passed(people)
         if done is None or (smooth and not done.get("smooth")):
-            tasks.append("pose")
-    if smooth and batches.get("pointmap") is not None and passed(batches["pointmap"]) is None:
-        tasks.append("pointmap")
+            tasks.append(PEOPLE_TASK)
+    scale = batches.get(SCALE_TASK)
+    if smooth and scale is not None and passed(scale) is None:
+        tasks.append(SCALE_TASK)
     return tasks
 
 
