@@ -27,3 +27,25 @@ def test_the_rule_itself() -> None:
 def test_explicit_choices_are_kept() -> None:
     assert loader_dtype("fp16", torch.device("cpu")) == torch.float16
     assert engine_dtype("bf16", torch.device("cpu"))[0] == torch.bfloat16
+
+
+def test_one_parser_each_layer_its_own_error() -> None:
+    """Both doors parse names with `core/dtypes.resolve_dtype`: the same aliases, the same message, and a bad name
+    is the calling layer's error (a CheckpointError from the loader, a StudioError from the engine)."""
+    from sapiens2_studio.core.checkpoints.errors import CheckpointError
+    from sapiens2_studio.core.dtypes import UnknownDtypeError, resolve_dtype
+    from sapiens2_studio.core.studio.errors import StudioError
+
+    cpu = torch.device("cpu")
+    for name, dtype in [("float16", torch.float16), ("bfloat16", torch.bfloat16), ("fp32", torch.float32)]:
+        assert loader_dtype(name, cpu) == engine_dtype(name, cpu)[0] == resolve_dtype(name, cpu)[0] == dtype
+    with pytest.raises(UnknownDtypeError) as shared:
+        resolve_dtype("int8", cpu)
+    with pytest.raises(CheckpointError, match="unknown dtype 'int8'") as from_loader:
+        loader_dtype("int8", cpu)
+    with pytest.raises(StudioError, match="unknown dtype 'int8'") as from_engine:
+        engine_dtype("int8", cpu)
+    assert from_loader.value.message == from_engine.value.message == shared.value.message
+    assert not isinstance(from_loader.value, StudioError) and not isinstance(
+        from_engine.value, CheckpointError
+    )

@@ -16,30 +16,19 @@ import torch
 from ..arch import Sapiens2Model
 from ..arch.model import ModelSpec
 from ..catalogue import ALL_TASKS, parse_official_name, task_file_hint
-from ..dtypes import auto_dtype
+from ..dtypes import UnknownDtypeError
+from ..dtypes import resolve_dtype as resolve_choice
 from .errors import CheckpointError
 from .infer import infer_config
 from .reader import SafetensorsReader, pickle_refusal, sniff_format
 
-_DTYPE_NAMES = {
-    "fp32": torch.float32,
-    "float32": torch.float32,
-    "bf16": torch.bfloat16,
-    "bfloat16": torch.bfloat16,
-    "fp16": torch.float16,
-    "float16": torch.float16,
-}
-
 
 def resolve_dtype(dtype: str | torch.dtype | None, device: torch.device) -> torch.dtype:
-    """None/"auto" → the one rule every front-end uses (`core/dtypes.auto_dtype`); a name or torch dtype as asked."""
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    if dtype is None or dtype == "auto":
-        return auto_dtype(device)[0]
-    if dtype not in _DTYPE_NAMES:
-        raise CheckpointError(f"unknown dtype {dtype!r}; use one of auto, {', '.join(sorted(_DTYPE_NAMES))}")
-    return _DTYPE_NAMES[dtype]
+    """The one dtype rule (`core/dtypes.resolve_dtype`); a bad name is this layer's CheckpointError."""
+    try:
+        return resolve_choice(dtype, device)[0]
+    except UnknownDtypeError as error:
+        raise CheckpointError(error.message) from None
 
 
 def expected_shapes(model: Sapiens2Model, *, prefixed: bool) -> dict[str, tuple[int, ...]]:

@@ -11,13 +11,12 @@ from typing import Any
 
 import torch
 
-from ..dtypes import auto_dtype
+from ..dtypes import DTYPE_CHOICES as DTYPE_CHOICES  # the menu front-ends show
+from ..dtypes import DTYPE_NAMES, UnknownDtypeError
+from ..dtypes import resolve_dtype as resolve_choice
 from .errors import StudioError
 
-DTYPE_CHOICES = ("auto", "bf16", "fp16", "fp32")
 ATTENTION_CHOICES = ("auto", "sdpa", "math")
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 # Fused attention kernels want head sizes that are multiples of this (the 5B model's 76 is not).
 HEAD_DIM_MULTIPLE = 8
 
@@ -97,19 +96,17 @@ def resolve_device(name: str | torch.device = "auto") -> tuple[torch.device, str
 
 
 def resolve_dtype(
-    choice: str | torch.dtype, device: torch.device, *, bf16_supported: bool | None = None
+    choice: str | torch.dtype | None, device: torch.device, *, bf16_supported: bool | None = None
 ) -> tuple[torch.dtype, str]:
-    """An explicit choice as asked; `auto` by the one rule in `core/dtypes.auto_dtype`. Returns (dtype, reason).
+    """The one dtype rule (`core/dtypes.resolve_dtype`): a choice as asked, `auto` by device. Returns (dtype,
+    reason); a bad name is this layer's StudioError.
 
     `bf16_supported` lets a host that knows better (ComfyUI's model management) answer for the device.
     """
-    if isinstance(choice, torch.dtype):
-        return choice, "as asked"
-    if choice in DTYPES:
-        return DTYPES[choice], "as asked"
-    if choice not in (None, "auto"):
-        raise StudioError(f"unknown dtype {choice!r}; choose one of {', '.join(DTYPE_CHOICES)}")
-    return auto_dtype(device, bf16_supported=bf16_supported)
+    try:
+        return resolve_choice(choice, device, bf16_supported=bf16_supported)
+    except UnknownDtypeError as error:
+        raise StudioError(error.message) from None
 
 
 def resolve_attention(choice: str, device: torch.device, head_dim: int | None) -> tuple[str, int, str]:
