@@ -62,6 +62,18 @@ WEAK_BEND = np.sin(np.radians(2.0))  # below this bend a frame's twist comes fro
 # deg (seeds 5-7). Noise-free the floor is nil. The price: at 3 mm a neck nod under ~2.5 rad/s is smoothed at
 # the 1 Hz floor; other bones keep none (on limbs, legs, hips and clavicles it made the worst frame worse).
 NECK_NOISE_FLOOR = 4.0
+GUIDE_MIN_FRAMES = 10  # well-bent frames a clip needs before the foot's view of a leg's twist is weighed
+CHI2_MEDIAN = 0.455  # median of chi^2 with one degree of freedom
+# The foot's roll about its own length is seen only through two toes 6 cm apart (5-7 deg of noise a frame) while
+# its flexion is fast: the roll is cleaned up apart, by curvature, its noise counted FOOT_ROLL_GAIN times
+# (rig_smooth.curvature_smooth). Walking truth at 3 mm, seeds 5-10: feet 5.9-12.6 -> 3.9-7.3 deg; run 5.6-18.0 ->
+# 4.9-12.4; slow 4.6-6.2 -> 3.4-4.2 (gain 1: 4.2-7.4 on the walk; 0.3: 4.3-7.7).
+FOOT_ROLL_GAIN = 4.0
+
+
+def _wrap(angle: np.ndarray) -> np.ndarray:
+    """Angles (radians) wrapped into (-pi, pi]."""
+    return np.angle(np.exp(1j * angle))
 
 
 @dataclass
@@ -218,14 +230,40 @@ class _Solver:
         return frames
 
     def fit(self, bone: str, local: np.ndarray, observed: np.ndarray, part_rest: np.ndarray,
-            weights: np.ndarray | None = None, curvature: bool = False) -> None:  # fmt: skip
+            weights: np.ndarray | None = None, curvature: bool = False,
+            roll_axis: np.ndarray | None = None) -> None:  # fmt: skip
         """Rigid fit of a measured layout; ``part_rest`` is the layout frame in the rest pose. Clean-up works on
-        the fitted rotation as the parent bone sees it (a wrist's flexion is slow; the hand's world frame is not)."""
+        the fitted rotation as the parent bone sees it (a wrist's flexion is slow; the hand's world frame is not);
+        ``roll_axis``: the roll about it cleaned up apart (``steady_roll``)."""
         b = self.i(bone)
         parent = self.delta(self.rest.parent[b])
         offsets = observed - observed.mean(axis=1, keepdims=True)
-        part = self.steady_frame(parent, kabsch(local, offsets), weights, curvature)
+        if roll_axis is not None and self.cleanup is not None:
+            part = (
+                self.steady_roll(parent, kabsch(local, offsets) @ part_rest.T, roll_axis, weights) @ part_rest
+            )
+        else:
+            part = self.steady_frame(parent, kabsch(local, offsets), weights, curvature)
         self.set(bone, part @ part_rest.T @ self.rest.frames[b])
+
+    def steady_roll(self, parent: np.ndarray, frames: np.ndarray, axis: np.ndarray,
+                    weights: np.ndarray | None) -> np.ndarray:  # fmt: skip
+        """World rotations (T, 3, 3), relative to their rest (identity at rest), cleaned up as ``parent`` sees them
+        as a swing and a roll about ``axis`` (the bone's rest direction) apart: the swing by the speed-adaptive
+        filter, the roll by curvature (``FOOT_ROLL_GAIN``)."""
+        local = np.swapaxes(parent, -1, -2) @ frames
+        a = np.broadcast_to(axis, local.shape[:-1])
+        swing = shortest_arc(a, local @ axis)
+        roll = np.swapaxes(swing, -1, -2) @ local  # a rotation about axis
+        ref = np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0])
+        ref = np.broadcast_to(normalize(ref), a.shape)
+        angle = signed_angle(ref, roll @ ref[0], a)
+        swing = self.steady_frame(None, swing, weights)
+        strength = MIN_CUTOFF / self.cleanup.min_cutoff
+        unit = curvature_smooth(
+            np.stack([np.cos(angle), np.sin(angle)], -1), weights, gain=FOOT_ROLL_GAIN * strength**5
+        )
+        return parent @ swing @ axis_angle(a, np.arctan2(unit[:, 1], unit[:, 0]))
 
     def steady_angle(self, angle: np.ndarray) -> np.ndarray:
         """An angle track cleaned up as its (cos, sin) vector: no unwrapping, a turn through 180 deg is fine."""
@@ -266,9 +304,12 @@ class _Solver:
         # running truth, on limb directions it lost on joints (3.6 cm), on a straight knee's twist it spiked.
         self.fit("head", local, observed, HEAD_REST, self.w(*names), curvature=True)
 
-    def limb(self, upper: str, lower: str, pole: str, target: str) -> np.ndarray:
+    def limb(self, upper: str, lower: str, pole: str, target: str,
+             guide: tuple[np.ndarray, np.ndarray | None] | None = None) -> np.ndarray:  # fmt: skip
         """Upper bone aimed at the observed elbow/knee, lower at the wrist/ankle from where the upper ends;
-        both hinge about the normal of the bend plane. Returns the lower bone's hinge-only frame."""
+        both hinge about the normal of the bend plane. ``guide``: (T, 3, 3) the lower bone's frame as the end
+        part (the foot) sees it, and its trust -- a second view of the twist (``guided_twist``). Returns the lower
+        bone's hinge-only frame."""
         start = self.place(upper)
         bend, goal = self.p(pole), self.p(target)
         length = self.m.lengths[upper.split(".")[0]]
@@ -286,18 +327,56 @@ class _Solver:
         seen = np.stack([np.sum(unit * swung[..., :, 0], -1), -np.sum(unit * swung[..., :, 2], -1)], -1)
         ok = bent > WEAK_BEND
         seen = fill_weak(seen, ok) if ok.any() else np.tile([1.0, 0.0], (len(seen), 1))
+        low_dir = normalize(goal - (start + length * up_dir))
         if self.cleanup is not None:
-            information = np.clip((bent / BEND_REFERENCE) ** 2, 0.0, 1.0)
-            seen = self.smooth(seen, weights=np.where(ok, information, 0.0))
+            strength = np.where(ok, (bent / BEND_REFERENCE) ** 2, 0.0)
+            information = np.clip(strength, 0.0, 1.0)
+            if guide is not None:
+                seen, information = self.guided_twist(swung, low_dir, seen, strength, *guide)
+            seen = self.smooth(seen, weights=information)
         frame = swung @ rotation_y(np.arctan2(seen[:, 1], seen[:, 0]))
         self.set(upper, frame)
         self.place(lower)
-        low_dir = normalize(goal - (start + length * up_dir))
         low_dir = self.steady(self.delta(self.i(upper)), low_dir)
-        normal = normalize(reject(frame[..., :, 0], low_dir))
-        hinge = np.stack([normal, low_dir, np.cross(normal, low_dir)], axis=-1)
+        hinge = self.hinge(frame, low_dir)
         self.set(lower, hinge)
         return hinge
+
+    def guided_twist(self, swung: np.ndarray, low_dir: np.ndarray, seen: np.ndarray, strength: np.ndarray,
+                     guide: np.ndarray, trust: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """The upper bone's twist (cos, sin) read twice and combined by how well each view sees it: the bend plane
+        (``seen``, worth ``strength`` ~ sin^2 of the bend) and the end part's heading (``guide``: the lower bone's
+        frame as the foot sees it, ``trust`` its fit). The foot turns with the leg's twist, up to the ankle's own
+        axial play; what that play and the foot's noise are worth is read from the clip itself, on its well-bent
+        frames (where the plane is seen), against the plane's own noise there. Returns the combined (cos, sin) and
+        the (T,) weight the clean-up gives it. A clip whose ankle turns a lot about the shin, or with no noise, so
+        leans on the plane; a noisy straight-kneed stance leans on the foot."""
+        weight = np.clip(strength, 0.0, 1.0)
+        angle = np.arctan2(seen[:, 1], seen[:, 0])
+        foot = angle + twist_about_y(
+            np.swapaxes(self.hinge(swung @ rotation_y(angle), low_dir), -1, -2) @ guide
+        )
+        trusted = np.ones_like(strength) if trust is None else np.clip(trust, 0.0, 1.0)
+        good = (strength >= 1.0) & (trusted >= 1.0)
+        triple = good[1:-1] & good[:-2] & good[2:]
+        if triple.sum() < GUIDE_MIN_FRAMES:
+            return seen, weight
+        # The plane's noise at full strength: second differences of the twist on well-bent runs (a slow twist adds
+        # next to nothing to them), scaled by each frame's strength; medians, over a chi^2(1) median of 0.455.
+        r = _wrap(angle[1:-1] - 0.5 * (angle[:-2] + angle[2:]))
+        plane_var = np.median((r**2 * strength[1:-1])[triple]) / (1.5 * CHI2_MEDIAN)
+        offset = _wrap(foot - angle)[good]
+        spread = np.median(offset**2) / CHI2_MEDIAN  # the ankle's play counts as the foot's error
+        foot_var = max(spread - plane_var * np.median(1.0 / strength[good]), 0.25 * spread, 1e-12)
+        foot_weight = trusted * plane_var / foot_var
+        both = strength[:, None] * seen + foot_weight[:, None] * np.stack([np.cos(foot), np.sin(foot)], -1)
+        return normalize(both), np.clip(weight + foot_weight, 0.0, 1.0)
+
+    @staticmethod
+    def hinge(upper: np.ndarray, low_dir: np.ndarray) -> np.ndarray:
+        """The lower bone's frame: along ``low_dir``, hinged about the upper bone's X."""
+        normal = normalize(reject(upper[..., :, 0], low_dir))
+        return np.stack([normal, low_dir, np.cross(normal, low_dir)], axis=-1)
 
     def arm(self, side: str) -> None:
         n = body_names(side)
@@ -390,12 +469,15 @@ class _Solver:
 
     def leg(self, side: str) -> None:
         n = body_names(side)
-        self.limb(f"thigh.{side}", f"shin.{side}", n["knee"], n["ankle"])
-        self.place(f"foot.{side}")
         local = np.vstack([np.zeros((1, 3)), self.m.side_layout(self.m.foot_layout, side)])
         roles = [n[r] for r in ("ankle", "heel", "big_toe", "small_toe")]
         observed = np.stack([self.p(r) for r in roles], axis=1)
-        self.fit(f"foot.{side}", local, observed, side_frame(SOLE_REST, side), self.w(*roles))
+        sole = kabsch(local, observed - observed.mean(axis=1, keepdims=True)) @ side_frame(SOLE_REST, side).T
+        guide = (sole @ self.rest.frames[self.i(f"shin.{side}")], self.w(*roles))
+        self.limb(f"thigh.{side}", f"shin.{side}", n["knee"], n["ankle"], guide)
+        self.place(f"foot.{side}")
+        axis = self.rest.frames[self.i(f"foot.{side}")][:, 1]
+        self.fit(f"foot.{side}", local, observed, side_frame(SOLE_REST, side), self.w(*roles), roll_axis=axis)
         for child in (f"toe.{side}", f"heel.{side}"):
             if child in self.rest.names:
                 self.place(child)
