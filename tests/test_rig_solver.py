@@ -324,23 +324,25 @@ def test_realistic_walk_noise_free_is_reproduced_exactly():
 
 
 # Per-bone maxima over the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, measured
-# on noise seeds 5 / 6 (degrees). The spine, neck and head meet the issue's 3 deg; the rest do NOT and are held as
-# regression bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
+# on noise seeds 5 / 6 (degrees). The spine, hips, neck and head meet the issue's 3 deg; the rest do NOT and are held
+# as regression bounds, about 15 % above the worse seed. Why they cannot reach 3 deg at this noise, with numbers:
 # test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees (arms, fingers) and
-# benchmarks/bench_rig_oracle.py (legs, hips, head: reachable in principle, see docs/blender.md).
-WALK_MEASURED = {"spine": (1.73, 2.68), "spine1": (1.64, 2.16), "spine2": (1.84, 1.92), "hips": (2.53, 3.37),
-                 "neck": (1.89, 2.52), "head": (2.67, 2.34), "clavicle": (3.41, 3.52), "upper_arm": (10.59, 10.38),
-                 "forearm": (12.91, 11.27), "hand": (15.63, 11.36), "thigh": (6.11, 6.09), "shin": (6.26, 6.03),
-                 "foot": (6.63, 6.77), "toe": (6.59, 6.82)}  # fmt: skip
-WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.9, "neck": 3.0, "head": 3.0, "clavicle": 4.0,
-               "upper_arm": 12.3, "forearm": 14.9, "hand": 18.0, "thigh": 7.2, "shin": 7.2, "foot": 7.9,
-               "toe": 7.9}  # fmt: skip
+# benchmarks/bench_rig_oracle.py (legs, hips, head: reachable in principle, see docs/blender.md). Thigh, shin and
+# foot were 6.1 / 6.3 / 6.8 before the leg's twist was read from the foot too and the foot's roll was cleaned up
+# apart; the hips 3.4 before their heading was cleaned up by curvature.
+WALK_MEASURED = {"spine": (1.62, 1.75), "spine1": (1.62, 1.48), "spine2": (1.70, 1.87), "hips": (2.47, 2.44),
+                 "neck": (1.84, 2.24), "head": (2.69, 2.40), "clavicle": (3.37, 3.53), "upper_arm": (10.53, 9.50),
+                 "forearm": (12.91, 11.27), "hand": (15.63, 11.37), "thigh": (3.97, 4.19), "shin": (3.93, 4.38),
+                 "foot": (4.62, 4.80), "toe": (4.66, 4.74)}  # fmt: skip
+WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.0, "neck": 3.0, "head": 3.0, "clavicle": 4.0,
+               "upper_arm": 12.3, "forearm": 14.9, "hand": 18.0, "thigh": 4.8, "shin": 5.0, "foot": 5.5,
+               "toe": 5.5}  # fmt: skip
 
 
 @pytest.mark.parametrize("seed", [5, 6])
 def test_realistic_walk_with_3mm_noise_per_bone(seed):
     """The issue's noisy case: the walking truth with 3 mm noise, 5 % dropped joints and the default clean-up, on
-    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine, neck and head only; the
+    two noise draws. The issue asks joints < 1 cm and bones < 3 deg. Met by the spine, hips, neck and head only; the
     rest is held per bone as a regression bound (``WALK_BOUNDS``), so a change that helps shows and one that hurts
     fails. Measured joints max 2.22 / 1.83 cm (p99 1.02 cm): the rig's joints hang off chains of noisy rotations
     (1 deg on a 0.8 m leg is 1.4 cm). Fingers are not bounded here (a 2 cm segment under 3 mm noise: see below)."""

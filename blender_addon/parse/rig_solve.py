@@ -187,7 +187,11 @@ class _Solver:
         a tilt relative to that heading: a turn is fast in heading only, so the tilt keeps its low cut-off (one
         filter on the whole rotation opened for every axis through the walk's 180 deg turn). Walking truth at 3 mm:
         hips 2.8 / 3.8 / 3.5 / 2.8 / 2.9 / 3.2 -> 2.5 / 3.4 / 3.5 / 2.6 / 2.7 / 3.2 deg (seeds 5-10), the slow
-        truth's 3.3 / 3.5 / 3.3 -> 2.8 / 3.2 / 3.1. A clip whose up is not steady (a cartwheel) keeps one filter."""
+        truth's 3.3 / 3.5 / 3.3 -> 2.8 / 3.2 / 3.1. The heading is cleaned up by curvature (``rig_smooth``), like
+        the head: a walk's pelvis yaws smoothly but fast, so the speed-adaptive filter stayed open for it -- walking
+        truth 2.5-3.5 -> 2.3-2.6 deg (seeds 5-10), running 2.8-3.4 -> 2.6-3.3 (5-8), slow 2.8-3.2 -> 2.7-3.0
+        (11-13). The tilt by curvature too took the hips to 1.8-2.9 but the neck, aimed from them, from 1.8-2.5 to
+        2.6-3.9 (walk; run 5.0-6.5). A clip whose up is not steady (a cartwheel) keeps one speed-adaptive filter."""
         if self.cleanup is None:
             return frames
         up = frames[..., :, 1].mean(axis=0)
@@ -201,7 +205,9 @@ class _Solver:
         heading = signed_angle(np.broadcast_to(reference, forward.shape), forward, up)
         turn = axis_angle(np.broadcast_to(up, forward.shape), heading)
         tilt = self.steady_frame(None, np.swapaxes(turn, -1, -2) @ frames)
-        return axis_angle(np.broadcast_to(up, forward.shape), self.steady_angle(heading)) @ tilt
+        strength = MIN_CUTOFF / self.cleanup.min_cutoff
+        unit = curvature_smooth(np.stack([np.cos(heading), np.sin(heading)], -1), gain=strength**5)
+        return axis_angle(np.broadcast_to(up, forward.shape), np.arctan2(unit[:, 1], unit[:, 0])) @ tilt
 
     def parent_delta(self, bone: str) -> np.ndarray:
         return self.delta(self.rest.parent[self.i(bone)])
