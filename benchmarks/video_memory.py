@@ -10,7 +10,9 @@ Save Capture Bundle.  The pack's overhead is the second peak minus the first; it
     .venv/bin/python benchmarks/video_memory.py [--frames 100 1000] [--size 320x180] [--host 0.3.64]
 
 Prints one JSON object: per frame count the host's batch (MiB), the host's peak RSS, the peak with the pack,
-the overhead, the run time, and the frames and progress steps the bundle reported.
+the overhead, the run time, and the frames and progress steps the bundle reported; with two frame counts or more,
+how the peak grew from the first to the last against the bound of issue 29 (the last clip's own batch plus
+SMALL_CONSTANT_MIB; exit status 1 beyond it). Results and conditions: docs/performance.md ("Video in ComfyUI").
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MIB = 1024 * 1024
+SMALL_CONSTANT_MIB = 64.0  # allocator slack and per-frame pose results of a long clip (a few KB a frame)
 
 
 def _load(name: str):
@@ -119,13 +122,19 @@ def main() -> int:
         # each run as it ends (a long one may be cut short)
         print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     report = {"host": host.version, "runs": runs}
+    bounded = True
     if len(runs) > 1:
         first, last = runs[0], runs[-1]
         report["overhead_growth_mib"] = round(last["pack_overhead_mib"] - first["pack_overhead_mib"], 1)
         report["host_batch_growth_mib"] = round(last["host_batch_mib"] - first["host_batch_mib"], 1)
         report["peak_growth_mib"] = round(last["with_pack_peak_mib"] - first["with_pack_peak_mib"], 1)
+        # issue 29: from the short clip to the long one the peak grows by less than the host's own frame batch
+        # (of the long clip) plus a small constant, i.e. the pack holds no copy of the clip or of its results
+        limit = last["host_batch_mib"] + SMALL_CONSTANT_MIB
+        bounded = report["peak_growth_mib"] <= limit
+        report["bound"] = {"peak_growth_limit_mib": round(limit, 1), "within": bounded}
     print(json.dumps(report, indent=2))
-    return 0
+    return 0 if bounded else 1
 
 
 if __name__ == "__main__":
