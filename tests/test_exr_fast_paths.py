@@ -1,18 +1,18 @@
 """The bundle writer's vectorised paths give exactly the bits of the plain numpy definitions they replace.
 
 Why: they exist only for speed (docs/performance.md), and the bundle's bytes must not depend on which path ran —
-whether torch was loaded (the float16 casts), how a chunk's bytes were reordered, how points were masked."""
+whether the caller handed in torch's float16 cast, how a chunk's bytes were reordered, how points were masked."""
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pytest
-import torch
 from sapiens2_studio.core.formats import bundle, casting, exr_scanline
 from sapiens2_studio.core.formats.arrays import zero_where_invalid
 from sapiens2_studio.core.formats.exr import read_exr, write_exr_bands
+from sapiens2_studio.core.studio.half_cast import torch_half
+
+HALF = np.dtype(np.float16)
 
 
 def _float32_patterns(count: int, seed: int = 0) -> np.ndarray:
@@ -36,7 +36,7 @@ def test_half_casts_match_numpy_bit_for_bit_except_nan_payloads() -> None:
     nan = np.isnan(values)
     channel_view = np.stack([values, values], axis=-1)[..., 1]  # strided, as the writer's channel views are
     for source in (values, channel_view):
-        got = casting.as_pixel_type(source, np.dtype(np.float16))
+        got = casting.as_pixel_type(source, HALF, torch_half)
         assert got.dtype == np.float16 and got.flags.c_contiguous
         assert np.isnan(got[nan]).all()
         assert np.array_equal(got[~nan].view(np.uint16), expected[~nan].view(np.uint16))
@@ -45,21 +45,22 @@ def test_half_casts_match_numpy_bit_for_bit_except_nan_payloads() -> None:
 def test_half_casts_of_flags_strided_wide_and_read_only_arrays() -> None:
     rng = np.random.default_rng(1)
     flags = rng.random((5, 70_001)) > 0.5  # wider than one torch piece: split by columns too
-    assert np.array_equal(casting.as_pixel_type(flags, np.dtype(np.float16)), flags.astype(np.float16))
+    assert np.array_equal(casting.as_pixel_type(flags, HALF, torch_half), flags.astype(np.float16))
     points = rng.normal(size=(300, 129, 3)).astype(np.float32)
     strided = points[..., 1]  # a channel view, as the writer gets them
-    assert np.array_equal(casting.as_pixel_type(strided, np.dtype(np.float16)), strided.astype(np.float16))
+    assert np.array_equal(casting.as_pixel_type(strided, HALF, torch_half), strided.astype(np.float16))
     frozen = points[..., 2].copy()
     frozen.flags.writeable = False
-    assert np.array_equal(casting.as_pixel_type(frozen, np.dtype(np.float16)), frozen.astype(np.float16))
+    assert np.array_equal(casting.as_pixel_type(frozen, HALF, torch_half), frozen.astype(np.float16))
     backwards = points[::-1, :, 0]  # torch cannot view negative strides: left to numpy's cast
-    assert casting.as_pixel_type(backwards, np.dtype(np.float16)) is backwards
+    assert casting.as_pixel_type(backwards, HALF, torch_half) is backwards
     doubles = points[..., 0].astype(np.float64)  # not a torch fast path (double rounding would differ)
-    assert casting.as_pixel_type(doubles, np.dtype(np.float16)) is doubles
+    assert casting.as_pixel_type(doubles, HALF, torch_half) is doubles
 
 
-def test_without_torch_the_writer_makes_the_same_file(tmp_path, monkeypatch) -> None:
-    """A process without torch (Blender, bundle tools) casts with numpy; the file is byte-identical."""
+def test_with_or_without_the_torch_cast_the_writer_makes_the_same_file(tmp_path) -> None:
+    """A writer not handed a converter (Blender, bundle tools) casts with numpy, even in a process that has
+    torch loaded (the choice is the caller's, not the import state's); the file is byte-identical."""
     rng = np.random.default_rng(2)
     height, width = 70, 2100  # several torch pieces per band, a partial last chunk
     normals = rng.normal(size=(height, width, 3)).astype(np.float32)
@@ -72,15 +73,18 @@ def test_without_torch_the_writer_makes_the_same_file(tmp_path, monkeypatch) -> 
             yield {"N.X": normals[rows, :, 0], "N.Y": normals[rows, :, 1], "P.A": flags[rows],
                    "Z": normals[rows, :, 2]}  # fmt: skip
 
-    write_exr_bands(tmp_path / "torch.exr", layout, height, width, bands())
-    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch had never been imported
-    assert casting.as_pixel_type(normals[..., 0], np.dtype(np.float16)).dtype == np.float32
+    write_exr_bands(tmp_path / "torch.exr", layout, height, width, bands(), half=torch_half)
+    assert casting.as_pixel_type(normals[..., 0], HALF).dtype == np.float32  # left to numpy's copyto
     write_exr_bands(tmp_path / "numpy.exr", layout, height, width, bands())
-    monkeypatch.setitem(sys.modules, "torch", torch)
     assert (tmp_path / "torch.exr").read_bytes() == (tmp_path / "numpy.exr").read_bytes()
     channels, _ = read_exr(tmp_path / "torch.exr")
     assert np.array_equal(channels["N.Y"], normals[..., 1].astype(np.float16))
     assert np.array_equal(channels["P.A"], flags.astype(np.float16))
+
+
+def test_torch_half_refuses_what_it_cannot_view() -> None:
+    with pytest.raises(ValueError, match="2-D float32 or bool"):
+        torch_half(np.zeros((4, 4), np.float64))
 
 
 def _predicted_by_definition(raw: np.ndarray) -> np.ndarray:

@@ -66,6 +66,7 @@ from .bundle_spec import (
     layers_of,
     legacy_normals_note,
 )
+from .casting import HalfCast
 from .compressions import EXR_COMPRESSIONS
 from .documents import remove_quietly
 from .errors import BundleError
@@ -238,13 +239,19 @@ def _matte_plan(frame: CaptureFrame, add: Callable[..., None]) -> None:
 
 
 def stage_bundle(
-    exr_tmp: str | os.PathLike[str], name: str, frame: CaptureFrame, *, compression: str | None = None
+    exr_tmp: str | os.PathLike[str],
+    name: str,
+    frame: CaptureFrame,
+    *,
+    compression: str | None = None,
+    half: HalfCast | None = None,
 ) -> dict[str, Any]:
     """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
 
     The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
     EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames.
-    `compression`: one of EXR_COMPRESSIONS (None: the default)."""
+    `compression`: one of EXR_COMPRESSIONS (None: the default); `half`: the float16 converter the caller hands
+    in (core/formats/casting.py; None: numpy's, to the same bits)."""
     compression = check_exr_compression(compression)
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
@@ -262,6 +269,7 @@ def stage_bundle(
         bands,
         {"sapiens2Capture": FORMAT_VERSION},
         compression=compression,
+        half=half,
     )
     return doc
 
@@ -273,6 +281,7 @@ def restage_bundle(
     frame: CaptureFrame,
     *,
     points_changed: bool,
+    half: HalfCast | None = None,
 ) -> dict[str, Any]:
     """`stage_bundle` for a frame read back from its bundle and changed only in its people, camera, scale and
     (when `points_changed`) its points: the EXR's other channels are copied from `source_exr` exactly as stored
@@ -286,15 +295,20 @@ def restage_bundle(
     order = [c for layer in BUNDLE_LAYERS for c in layer.channels if c in channels]
     ordered = {c: channels[c] for c in [*order, *sorted(set(channels) - set(order))]}
     doc = frame_json(frame, sanitize_name(name), prepare_people(frame), layers_of(frame))
-    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=compression)
+    write_exr(exr_tmp, ordered, {"sapiens2Capture": FORMAT_VERSION}, compression=compression, half=half)
     return doc
 
 
 def write_bundle(
-    folder: str | os.PathLike[str], name: str, frame: CaptureFrame, *, compression: str | None = None
+    folder: str | os.PathLike[str],
+    name: str,
+    frame: CaptureFrame,
+    *,
+    compression: str | None = None,
+    half: HalfCast | None = None,
 ) -> Path:
     """Write `<folder>/<name>.exr` and `<name>.json` atomically (`compression`: one of EXR_COMPRESSIONS, None:
-    the default); returns the JSON path."""
+    the default; `half`: as for `stage_bundle`); returns the JSON path."""
     compression = check_exr_compression(compression)
     if frame.width <= 0 or frame.height <= 0:
         raise BundleError(f"CaptureFrame size must be positive, got {frame.width}x{frame.height}")
@@ -305,7 +319,7 @@ def write_bundle(
     token = uuid.uuid4().hex[:8]
     tmp_exr, tmp_json = out_dir / f".{base}.{token}.tmp.exr", out_dir / f".{base}.{token}.tmp.json"
     try:
-        doc = stage_bundle(tmp_exr, base, frame, compression=compression)
+        doc = stage_bundle(tmp_exr, base, frame, compression=compression, half=half)
         tmp_json.write_text(dump_document(doc), encoding="utf-8")
         remove_quietly(json_path)  # an old JSON must never describe the new EXR half-way
         os.replace(tmp_exr, exr_path)

@@ -1,49 +1,45 @@
-"""Casts into the EXR writer's buffers at vector speed, without making the formats layer depend on torch.
+"""Casts into the EXR writer's buffers, with a faster float16 converter when the caller hands one in.
 
-Why: numpy 2.4 converts float32 and bool to float16 one value at a time (≈ 13 core-ms per 1080p channel strided,
-19 contiguous), while torch converts with the CPU's vector instructions (≈ 1–3 core-ms). Both round to nearest
-even: all 4,278,190,080 non-NaN float32 bit patterns give the same half-float bits (checked exhaustively once;
-tests/test_exr_fast_paths.py checks millions of patterns and every rounding boundary); a NaN stays a NaN, its
-payload bits may differ (8,388,606 of the 16,777,214 NaN patterns do). torch is used only when the process has
-already imported it (the engine always has): the formats layer is also used where torch is absent or would be a
-costly import (Blender, bundle tools).
+Why: numpy 2.4 converts float32 and bool to float16 one value at a time (≈ 3–13 core-ms per 1080p channel,
+depending on the CPU), while torch converts with the CPU's vector instructions (≈ 8× faster). The formats layer
+must not depend on torch (Blender and bundle tools read and write bundles without it), and what it does must not
+depend on which modules a process happens to have imported; so the choice is explicit: a writer whose caller has
+torch (core/studio, `core/studio/half_cast.torch_half`) passes that converter as `half`, every other writer casts
+with numpy. Both round to nearest even: all 4,278,190,080 non-NaN float32 bit patterns give the same half-float
+bits (checked exhaustively once; tests/test_exr_fast_paths.py checks millions of patterns and every rounding
+boundary); a NaN stays a NaN, its payload bits may differ (8,388,606 of the 16,777,214 NaN patterns do).
 """
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["as_pixel_type"]
+__all__ = ["HalfCast", "as_pixel_type", "half_castable"]
 
-_TORCH_SOURCES = (np.dtype(np.float32), np.dtype(np.bool_))
+# A float16 converter: a 2-D float32 or bool array (native-endian, positively strided, maybe read-only) → a new
+# C-contiguous float16 array, rounded to nearest even.
+HalfCast = Callable[[np.ndarray], np.ndarray]
+
+_FAST_SOURCES = (np.dtype(np.float32), np.dtype(np.bool_))
 _HALF = np.dtype(np.float16)
-# Elements per torch call: below torch's parallel grain (32,768), so the conversion runs on the calling thread.
-# A parallel region would leave OpenMP's worker threads spinning after it, and that spin costs more core time
-# than the conversion saves: measured on a 1080p capture frame, the deflate that follows went from 177 to 320
-# core-ms when the bands were converted in one call each.
-_PIECE = 32_000
 
 
-def as_pixel_type(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """`values` (2-D) as `dtype` where torch converts faster than numpy (float32/bool → float16, when torch is
-    loaded and can view the array: native-endian, positively strided); otherwise `values` unchanged, for the
-    writer's `np.copyto(..., casting="unsafe")` to cast. Called once per band and channel, so torch's per-call
-    overhead (a few µs per piece) stays small next to the conversion."""
-    if dtype != _HALF or values.dtype not in _TORCH_SOURCES or values.ndim != 2 or values.size == 0:
+def half_castable(values: np.ndarray) -> bool:
+    """Whether `values` is what a `HalfCast` accepts (and numpy's own cast is the slow one)."""
+    return (
+        values.dtype in _FAST_SOURCES
+        and values.dtype.isnative
+        and values.ndim == 2
+        and values.size > 0
+        and all(stride >= 0 for stride in values.strides)
+    )
+
+
+def as_pixel_type(values: np.ndarray, dtype: np.dtype, half: HalfCast | None = None) -> np.ndarray:
+    """`values` (2-D) as `dtype` through `half` where one is given and applies (float32/bool → float16);
+    otherwise `values` unchanged, for the writer's `np.copyto(..., casting="unsafe")` to cast with numpy."""
+    if half is None or dtype != _HALF or not half_castable(values):
         return values
-    torch = sys.modules.get("torch")
-    if torch is None or not values.dtype.isnative or any(stride < 0 for stride in values.strides):
-        return values
-    # torch views only writable arrays
-    source = torch.from_numpy(values if values.flags.writeable else values.copy())
-    out = np.empty(values.shape, _HALF)
-    target = torch.from_numpy(out)
-    height, width = values.shape
-    rows = max(1, _PIECE // width)
-    cols = min(width, _PIECE)
-    for y in range(0, height, rows):
-        for x in range(0, width, cols):
-            target[y : y + rows, x : x + cols].copy_(source[y : y + rows, x : x + cols])
-    return out
+    return half(values)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .casting import HalfCast
 from .errors import ExrError
 from .exr_scanline import LINES_PER_CHUNK, ScanlineExrWriter
 
@@ -82,12 +83,14 @@ def write_exr(
     attributes: Mapping[str, Any] | None = None,
     *,
     compression: str = "zip",
+    half: HalfCast | None = None,
 ) -> None:
     """Write 2-D arrays as named channels of one single-part, scanline EXR (`compression`: see COMPRESSIONS).
 
     Each array's dtype sets the pixel type (float16 → HALF, float32 → FLOAT, uint32 → UINT). All channels must
     share one (H, W) shape. `none`, `zips` and `zip` are written by `exr_scanline.ScanlineExrWriter` (no
     `openexr` needed; attributes str, int or float); the other compressions by the `openexr` binding.
+    `half`: the float16 converter our writer uses (core/formats/casting.py; None: numpy's, same bits).
     """
     if not channels:
         raise ExrError(f"{path}: refusing to write an EXR with no channels")
@@ -115,6 +118,7 @@ def write_exr(
             *shape,
             attributes,
             compression=compression,
+            half=half,
         ) as writer:
             writer.write(prepared)
         return
@@ -142,12 +146,15 @@ def write_exr_bands(
     attributes: Mapping[str, Any] | None = None,
     *,
     compression: str = "zip",
+    half: HalfCast | None = None,
 ) -> None:
     """Write an EXR from row bands, top to bottom (`layout`: [(channel, dtype)]; each band maps every channel to
     (rows, width) values, cast to its dtype). With `none`, `zips` or `zip` only one band is held at a time; the
-    binding's compressions need the whole image, so the bands are joined first."""
+    binding's compressions need the whole image, so the bands are joined first. `half`: as for `write_exr`."""
     if compression in LINES_PER_CHUNK:
-        with ScanlineExrWriter(path, layout, height, width, attributes, compression=compression) as writer:
+        with ScanlineExrWriter(
+            path, layout, height, width, attributes, compression=compression, half=half
+        ) as writer:
             for band in bands:
                 writer.write(band)
         return
@@ -156,7 +163,7 @@ def write_exr_bands(
         name: np.concatenate([np.asarray(part[name]) for part in parts]).astype(dtype, copy=False)
         for name, dtype in layout
     }
-    write_exr(path, whole, attributes, compression=compression)
+    write_exr(path, whole, attributes, compression=compression, half=half)
 
 
 def read_exr(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .casting import as_pixel_type
+from .casting import HalfCast, as_pixel_type
 from .deflate import ZLIB_LEVEL, fast_deflate
 from .direct_io import open_sequential
 from .errors import ExrError
@@ -125,6 +125,7 @@ class ScanlineExrWriter:
     every channel name to a (rows, width) array of any numeric dtype, cast to the channel's dtype on the way in.
     Memory: one block of BLOCK_LINES interleaved scanlines at a time, plus the band the caller holds. On any error
     the partial file is left for the caller's transaction to discard (it always writes to a temporary name).
+    `half`: the float16 converter the caller hands in (casting.py); None casts with numpy, to the same bits.
     """
 
     def __init__(
@@ -136,6 +137,7 @@ class ScanlineExrWriter:
         attributes: Mapping[str, Any] | None = None,
         *,
         compression: str = "zip",
+        half: HalfCast | None = None,
     ) -> None:
         if compression not in _CODES:
             raise ExrError(f"{path}: this writer does {', '.join(_CODES)} compression, not {compression!r}")
@@ -144,6 +146,7 @@ class ScanlineExrWriter:
         if not layout:
             raise ExrError(f"{path}: refusing to write an EXR with no channels")
         self.path = path
+        self._half = half
         self.layout = sorted(((name, np.dtype(dtype)) for name, dtype in layout), key=lambda c: c[0].encode())
         names = [name for name, _ in self.layout]
         if len(set(names)) != len(names):
@@ -196,7 +199,7 @@ class ScanlineExrWriter:
                     "like the others"
                 )
             rows = arr.shape[0]
-            arrays.append(as_pixel_type(arr, dtype))
+            arrays.append(as_pixel_type(arr, dtype, self._half))
         extra = sorted(set(band) - {name for name, _ in self.layout})
         if extra:
             raise ExrError(f"{self.path}: band has channels not in the layout: {extra}")

@@ -27,6 +27,7 @@ from .bundle import (
     sanitize_name,
     write_bundle,
 )
+from .casting import HalfCast
 from .documents import check_one_run, check_version, load_json, new_run_record, remove_quietly, run_id_of
 
 __all__ = ["CaptureSequence", "SequenceWriter", "read_sequence", "write_sequence"]
@@ -43,11 +44,14 @@ class SequenceWriter:
         *,
         run: Mapping[str, Any] | None = None,
         compression: str | None = None,
+        half: HalfCast | None = None,
     ) -> None:
         """`run`: the run record {"id", "started", …} the index and every added frame carry (a new one when not
         given), so readers can refuse a sequence whose frames come from different runs. `compression`: the
-        frames' EXR compression (`bundle.EXR_COMPRESSIONS`; None: the default)."""
+        frames' EXR compression (`bundle.EXR_COMPRESSIONS`; None: the default). `half`: the frames' float16 converter
+        (`bundle.stage_bundle`)."""
         self.compression = check_exr_compression(compression)
+        self.half = half
         self.folder = Path(folder)
         self.name = sanitize_name(name)
         self.fps = float(fps)
@@ -61,7 +65,7 @@ class SequenceWriter:
         # always this writer's run: a frame written before (by another writer) must not bring its old id along
         frame.run = {**(frame.run or {}), "id": self.run["id"], "started": self.run.get("started")}
         json_path = write_bundle(
-            self.folder, frame_name(self.name, number), frame, compression=self.compression
+            self.folder, frame_name(self.name, number), frame, compression=self.compression, half=self.half
         )
         self.record(number, json_path.name)
         return json_path
@@ -91,10 +95,15 @@ class SequenceWriter:
 
 
 def write_sequence(
-    folder: str | os.PathLike[str], name: str, frames: Iterable[CaptureFrame], fps: float = 24.0
+    folder: str | os.PathLike[str],
+    name: str,
+    frames: Iterable[CaptureFrame],
+    fps: float = 24.0,
+    *,
+    half: HalfCast | None = None,
 ) -> Path:
     """Write numbered frame bundles plus `<name>.sequence.json`; returns the index path."""
-    writer = SequenceWriter(folder, name, fps)
+    writer = SequenceWriter(folder, name, fps, half=half)
     for frame in frames:
         writer.add(frame)
     return writer.close()

@@ -13,6 +13,7 @@ from ..formats.arrays import to_numpy
 from ..formats.sequence import SequenceWriter
 from .batches import TaskBatch, check_batch_count, check_image, check_mask, require_batch
 from .errors import StudioError
+from .half_cast import torch_half
 from .host import Host
 
 MESH_FORMATS = mesh_format.MESH_FORMATS
@@ -31,8 +32,8 @@ def save_capture_bundle(
     `compression`: the EXRs' (`bundle.EXR_COMPRESSIONS`; None: the default)."""
     host = host or Host()
     if len(frames) == 1:
-        return bundle_format.write_bundle(folder, name, frames[0], compression=compression)
-    writer = SequenceWriter(folder, name, fps, compression=compression)
+        return bundle_format.write_bundle(folder, name, frames[0], compression=compression, half=torch_half)
+    writer = SequenceWriter(folder, name, fps, compression=compression, half=torch_half)
     for i, frame in enumerate(frames):
         host.check_cancel()
         writer.add(frame)

@@ -25,6 +25,7 @@ from ..tasks import registry as tasks_registry
 from ..tasks.base import Preview, Task
 from ..timing import stage
 from .drawing import pose_preview
+from .half_cast import torch_half
 from .previews import (
     albedo_preview,
     alpha_preview,
@@ -294,7 +295,7 @@ def write_frame_outputs(
         for final, write in {**files, **(extra or {})}.items():
             tx.stage(final, write)
         with stage("bundle.exr"):
-            tx.stage_bundle(frame, compression=exr_compression)
+            tx.stage_bundle(frame, compression=exr_compression, half=torch_half)
         with stage("bundle.json"):
             return tx.commit(obsolete=output_names(name))
 
@@ -316,7 +317,9 @@ def rewrite_frame_outputs(
         for final, write in files.items():
             tx.stage(final, write)
         tx.keep(sorted(keep - set(files)))
-        tx.stage_bundle(frame, source_exr=folder / f"{name}.exr", points_changed=points_changed)
+        tx.stage_bundle(
+            frame, source_exr=folder / f"{name}.exr", points_changed=points_changed, half=torch_half
+        )
         return tx.commit(obsolete=output_names(name))
 
 

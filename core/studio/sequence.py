@@ -17,6 +17,7 @@ from ..formats.bundle import CaptureFrame
 from ..pipeline.results import PersonPose, PoseResult
 from .batches import TaskBatch
 from .errors import StudioError
+from .half_cast import torch_half
 from .stages import canonical_frame
 from .temporal import PEOPLE_TASK, SCALE_TASK, TEMPORAL_TASKS, SequencePass
 
@@ -226,8 +227,8 @@ def save_sequence_bundle(
     )
     total = int(images.shape[0]) if hasattr(images, "shape") and len(images.shape) == 4 else len(images)
     if total == 1:
-        return write_bundle(folder, name, next(frames), compression=compression), 1
-    writer = SequenceWriter(folder, name, fps, compression=compression)
+        return write_bundle(folder, name, next(frames), compression=compression, half=torch_half), 1
+    writer = SequenceWriter(folder, name, fps, compression=compression, half=torch_half)
     for frame in frames:
         writer.add(frame)
         del frame  # written: let its arrays go

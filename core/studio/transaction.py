@@ -48,6 +48,7 @@ from typing import Any
 
 from ..errors import Sapiens2Error
 from ..formats.bundle import CaptureFrame, dump_document, restage_bundle, stage_bundle
+from ..formats.casting import HalfCast
 from .errors import OutputError
 
 PAUSE_ENV = "SAPIENS2_TEST_PAUSE_AT"
@@ -313,17 +314,20 @@ class FrameTransaction:
         source_exr: Path | None = None,
         points_changed: bool = False,
         compression: str | None = None,
+        half: HalfCast | None = None,
     ) -> None:
         """Write the bundle's EXR now: from `frame` with `compression` (None: the default), or restaged from
         the committed `source_exr` in that file's own compression (`restage_bundle`); its JSON (with the sizes
-        of all staged files) is written at commit."""
+        of all staged files) is written at commit. `half`: the float16 converter (core/formats/casting.py)."""
         exr = f"{self.name}.exr"
         tmp = self._temp(exr)
         try:
             if source_exr is None:
-                self.doc = stage_bundle(tmp, self.name, frame, compression=compression)
+                self.doc = stage_bundle(tmp, self.name, frame, compression=compression, half=half)
             else:
-                self.doc = restage_bundle(tmp, source_exr, self.name, frame, points_changed=points_changed)
+                self.doc = restage_bundle(
+                    tmp, source_exr, self.name, frame, points_changed=points_changed, half=half
+                )
         except OSError as exc:
             raise output_error(exc, self.folder / exr) from None
         except Sapiens2Error as exc:
