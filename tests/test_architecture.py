@@ -219,3 +219,47 @@ def test_no_predictor_splits_a_batch():
                 if isinstance(node, ast.FunctionDef) and node.name == "in_chunks":
                     assert rel == CHUNKER, f"a second chunker in {rel}"
     assert callers == CHUNKER_CALLERS, callers
+
+
+def _import_time_environment_reads(tree: ast.Module) -> list[int]:
+    """Lines that read `os.environ` / `os.getenv` (or a bare `environ` / `getenv` imported from os) in code that
+    runs on import: module and class bodies, default values and decorators; function and lambda bodies run later."""
+    hits: list[int] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Lambda):
+            visit(node.args)  # defaults run at definition time, the body later
+            return
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for part in (node.args, *node.decorator_list, node.returns):
+                if part is not None:
+                    visit(part)
+            return
+        module_read = (
+            isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os"
+        )
+        if module_read and node.attr in ("environ", "environb", "getenv", "getenvb"):
+            hits.append(node.lineno)
+        if isinstance(node, ast.Name) and node.id in ("environ", "getenv"):
+            hits.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return hits
+
+
+def test_core_reads_the_environment_when_used_not_on_import():
+    """A setting read at import time is frozen for the process: a host (ComfyUI, a farm worker, a test) that sets
+    it after importing the package would be ignored, and the behaviour would depend on import order. Every
+    `os.environ` / `os.getenv` in core/ sits inside the function that uses the value (issue 27)."""
+    found = {}
+    for path in sorted((REPO / "core").rglob("*.py")):
+        lines = _import_time_environment_reads(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[str(path.relative_to(REPO))] = lines
+    assert not found, f"environment read at import time: {found}"
+    # the check itself sees each form a module could use
+    sample = "import os\nA = os.environ.get('X')\nB = os.getenv('Y')\nclass C:\n    D = os.environ['Z']\n"
+    sample += "def f(e=os.getenv('W')):\n    return os.environ.get('V')\ng = lambda: os.getenv('U')\n"
+    assert _import_time_environment_reads(ast.parse(sample)) == [2, 3, 5, 6]
