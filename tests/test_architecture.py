@@ -221,6 +221,64 @@ def test_no_predictor_splits_a_batch():
     assert callers == CHUNKER_CALLERS, callers
 
 
+# ------------------------------------------------------- a job is a descent: plan → compute → commit (#27, item 3)
+CORE_MAX_LINES = 620  # "no file in core/ over ~600 lines"
+JOB_MODULES = sorted((REPO / "core" / "studio").glob("job*.py"))
+
+
+def test_no_core_file_is_over_the_size_limit():
+    """Small modules with one job each: no file in core/ grows past ~600 lines (the job was split by concern)."""
+    sizes = {p.relative_to(REPO).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in _core()}
+    assert {"core/studio/job.py", "core/studio/job_plan.py"} <= set(sizes)
+    assert not {path: n for path, n in sizes.items() if n > CORE_MAX_LINES}
+
+
+def _core() -> list[Path]:
+    return sorted((REPO / "core").rglob("*.py"))
+
+
+def test_a_job_is_prepared_by_its_plan_not_by_probing_its_attributes():
+    """`prepare` makes one immutable RunPlan that both engines run; no code asks a job (or a job itself) with
+    hasattr/getattr-with-default whether it was prepared, and PredictJob sets no attribute outside __init__
+    except the writer it opens for the run."""
+    from sapiens2_studio.core.studio.job_plan import RunPlan
+
+    assert RunPlan.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    for path in [*_core(), *(REPO / "cli").rglob("*.py")]:
+        rel = path.relative_to(REPO).as_posix()
+        probed = {"job", "self"} if path in JOB_MODULES or "engines" in path.parts else {"job"}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args):
+                continue
+            probe = node.func.id == "hasattr" or (node.func.id == "getattr" and len(node.args) == 3)
+            subject = node.args[0]
+            assert not (probe and isinstance(subject, ast.Name) and subject.id in probed), (
+                f"{rel}:{node.lineno} probes a job's attributes: read its plan (job.plan / job.planned())"
+            )
+    tree = ast.parse((REPO / "core" / "studio" / "job.py").read_text(encoding="utf-8"))
+    job = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PredictJob")
+    assigned: dict[str, set[str]] = {}
+    for method in (n for n in job.body if isinstance(n, ast.FunctionDef)):
+        for node in ast.walk(method):
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else [node.target]
+                if isinstance(node, ast.AnnAssign)
+                else [i.optional_vars for i in node.items if i.optional_vars is not None]
+                if isinstance(node, ast.With)
+                else []
+            )
+            for target in targets:
+                for t in ast.walk(target):
+                    if isinstance(t, ast.Attribute) and getattr(t.value, "id", None) == "self":
+                        assigned.setdefault(method.name, set()).add(t.attr)
+    initial = assigned.pop("__init__")
+    later = set().union(*assigned.values()) - initial
+    assert not later, f"PredictJob attributes first set outside __init__: {sorted(later)}"
+    assert "plan" in initial and "plan" in assigned["prepare"]
+
+
 def _import_time_environment_reads(tree: ast.Module) -> list[int]:
     """Lines that read `os.environ` / `os.getenv` (or a bare `environ` / `getenv` imported from os) in code that
     runs on import: module and class bodies, default values and decorators; function and lambda bodies run later."""

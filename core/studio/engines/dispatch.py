@@ -8,9 +8,9 @@ from ..job import ItemFn, JobReport, JobSpec, PredictJob
 
 
 def run_prepared(job: PredictJob) -> JobReport:
-    """Run a PredictJob (prepared or not) on its spec's engine; an output URL is published during and after."""
-    if not hasattr(job, "jobs"):
-        job.prepare()
+    """Run a PredictJob (prepared or not) on its spec's engine; an output URL is published during and after.
+    Every engine runs the job's one plan (`job.plan`, made here when `prepare` was not called)."""
+    job.planned()
     # a distributed run's units write into the driver's staging folder; only the driver publishes
     remote = job.remote if job.member is None else None
     if remote is None:

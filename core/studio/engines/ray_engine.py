@@ -30,7 +30,6 @@ from ...timing import merge_stages
 from .. import errors
 from ..errors import EngineError, FinalizeError, OutputError
 from ..finalize import chunk_markers, finalize
-from ..inputs import SequenceJob
 from ..lock import lock_output
 from ..resume import RunInfo
 from . import INSTALL_HINTS
@@ -67,28 +66,29 @@ class UnitWorker:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, unit: WorkUnit, run: RunInfo, retry: bool) -> UnitResult:
-        from ..job import Member
+        from ..job_plan import Member
 
         return run_unit(self.spec, unit, Member(run, self.cache, retry), self.checkpoints, worker=self.name)
 
 
 def run_on_ray(job: PredictJob) -> JobReport:
-    """Run a prepared PredictJob (`spec.engine == "ray"`) on Ray; see the module docstring."""
+    """Run a PredictJob (`spec.engine == "ray"`) on Ray from its plan (`job.planned()`: the same `RunPlan` the
+    local engine runs; its jobs are split into work units); see the module docstring."""
     ray = require_ray()
-    host, report, out = job.host, job.report, job.out
+    host, report, out, plan = job.host, job.report, job.out, job.planned()
     # workers write where the driver stages (an output URL is published by the driver: dispatch.py)
     spec = dataclasses.replace(job.spec, out=str(out), staging=None, storage_options={})
-    job._make_folder(out)
+    job.make_folder(out)
     lock = lock_output(out, job.run_info.id, host)
     started_ray = False
     try:
-        from ..job import recover_left_overs
+        from ..job_plan import recover_left_overs
 
         recover_left_overs(out, host)
-        if job.spec.clean and getattr(job, "check", None) is not None:  # as the local engine: asked for
+        if job.spec.clean and plan.check is not None:  # as the local engine: asked for
             from ..orphans import remove_orphans
 
-            remove_orphans(job.check.orphans)
+            remove_orphans(plan.check.orphans)
             report.removed, report.orphaned = report.orphaned, []
         run = _resumed_run(job) or job.run_info
         if run.id != job.run_info.id:  # the lock names the run every frame will carry
@@ -96,8 +96,8 @@ def run_on_ray(job: PredictJob) -> JobReport:
             report.run_id = run.id
         lock.share()
         started_ray = _connect(ray, spec)
-        pool = WorkerPool(ray, spec, job.paths)
-        units = split_work(job.jobs, pool.workers, job.batch)
+        pool = WorkerPool(ray, spec, dict(plan.paths))  # a plain dict: it is sent to the actors
+        units = split_work(plan.jobs, pool.workers, job.batch)
         host.note(pool.describe(len(units)))
         try:
             results = pool.run(units, run, on_unit=lambda unit, result: _progress(job, unit, result))
@@ -113,7 +113,7 @@ def run_on_ray(job: PredictJob) -> JobReport:
         if started_ray:
             ray.shutdown()
         lock.release()
-        job._remove_unused_folders()
+        job.remove_unused_folders()
         report.notes = list(dict.fromkeys(host.notes + report.notes))
     return report
 
@@ -123,7 +123,7 @@ def _resumed_run(job: PredictJob) -> RunInfo | None:
     an interrupted distributed run committed raw count as done. None when they name none, or several, runs."""
     if not job.spec.skip_existing or job.spec.run_id is not None:
         return None
-    names = {j.name for j in job.jobs if isinstance(j, SequenceJob)}
+    names = {j.name for j in job.planned().sequences}
     runs = {
         str((m.get("run") or {}).get("id")): m.get("run")
         for _, m in chunk_markers(job.out)

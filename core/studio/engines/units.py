@@ -3,10 +3,10 @@
 A unit is a few single images or a frame range of a sequence: numbered image files, or a video (its exact frame
 count comes from the driver's index of it, and a worker decodes only its range, from a keyframe before it:
 `video.py`). A video that cannot be indexed (unreadable, no PyAV) goes whole to one worker, which reports why as
-the local engine does. A worker runs a unit as a
-`PredictJob` member of the driver's run (`job.Member`): it joins the run's shared lock and commits each frame in
-one transaction, and a sequence's frames raw with their temporal pass pending, exactly as a render-farm chunk
-does; the driver then finalizes (`finalize.py`), so results equal the local engine's.
+the local engine does. A worker runs a unit as a `PredictJob` member of the driver's run (`job_plan.Member`),
+under a plan of the unit's own jobs (`job_plan.unit_plan`): it joins the run's shared lock and commits each
+frame in one transaction, and a sequence's frames raw with their temporal pass pending, exactly as a
+render-farm chunk does; the driver then finalizes (`finalize.py`), so results equal the local engine's.
 
 Nothing here imports ray: the units and `run_unit` are plain Python, tested without a cluster, and any engine
 (Ray today) only schedules them.
@@ -128,8 +128,8 @@ def unit_spec(spec: Any, unit: WorkUnit, run_id: str, checkpoints: dict[str, Pat
 def run_unit(
     spec: Any, unit: WorkUnit, member: Any, checkpoints: dict[str, Path], *, worker: str = ""
 ) -> UnitResult:
-    """Run `unit` as a member of the driver's run (`job.Member`) in this process; errors that stop the job are
-    returned, not raised, so that they cross to the driver as plain data."""
+    """Run `unit` as a member of the driver's run (`job_plan.Member`) in this process; errors that stop the job
+    are returned, not raised, so that they cross to the driver as plain data."""
     from ..host import Host
     from ..job import PredictJob
 
