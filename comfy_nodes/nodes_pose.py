@@ -12,6 +12,7 @@ from ..core.studio.boxes import boxes_per_image
 from ..core.studio.drawing import render_poses
 from ..core.studio.sequence import pass_pose_batch, sequence_fps
 from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.tasks import registry as tasks_registry
 from . import labels
 from .comfy_host import ComfyHost
 from .compat import PoseData, PoseKeypoint, bounding_box_input, frames_input, frames_of, schema
@@ -23,6 +24,8 @@ DRAW_NAME = "Sapiens2 Draw Pose"
 
 
 class Sapiens2Pose(io.ComfyNode):
+    TASK = "pose"  # the one task this node runs (the registry's name)
+
     @classmethod
     def define_schema(cls) -> io.Schema:
         return schema(
@@ -119,16 +122,17 @@ class Sapiens2Pose(io.ComfyNode):
         image, video_fps = frames_of(image)
         b, h, w = check_image(image, "").shape[:3]
         boxes = boxes_per_image(bboxes, b, w, h)
-        models = {"pose": model}
+        models = {cls.TASK: model}
         if seg_model is not None and (boxes is None or any(not frame for frame in boxes)):
-            models["seg"] = seg_model  # finds the people of the frames without boxes
+            # the task pose needs (seg) finds the people of the frames without boxes
+            models.update(dict.fromkeys(tasks_registry.get(cls.TASK).needs, seg_model))
         options = TaskOptions(
             chunk_size=chunk_size,
             flip_test=flip_test,
             if_no_person=labels.lookup(labels.NOBODY, when_nobody_found, "when_nobody_found"),
             boxes=boxes,
         )
-        batch = run_tasks(models, image, ComfyHost(cls.hidden.unique_id), options)["pose"]
+        batch = run_tasks(models, image, ComfyHost(cls.hidden.unique_id), options)[cls.TASK]
         if b > 1:  # a batch is a sequence: track ids always, smoothing on request (the CLI's pass)
             batch = pass_pose_batch(batch, sequence_fps(fps, video_fps), smooth=smooth)
         frames = to_pose_keypoint(

@@ -112,12 +112,10 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 #   never the other way), so a new head kind is the one change outside its task module;
 # - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
 # - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
-# - the rest are left to rewire (the ComfyUI pose node's seg input).
 TASK_NAME_ALLOWED = {
     "core/arch/official_heads.py": 1,
     "core/pipeline/predict.py": 1,
     "core/studio/capture.py": 3,
-    "comfy_nodes/nodes_pose.py": 2,
 }
 
 
