@@ -504,6 +504,41 @@ def test_refill_says_which_samples_to_trust():
         assert low.any() and rms[0] > 2.0 * rms[1]
 
 
+def test_a_point_refilled_from_a_refilled_one_is_trusted_less():
+    """When a knee and the ankle below it drop on the same frame, the ankle is placed one shin from a knee that
+    was itself only re-placed: it inherits the knee's error, so it gets less trust than the same ankle placed
+    from a seen knee, and the solve's clean-up leans on its neighbours there (run truth seed 7, a frame whose
+    knee, ankle and big toe dropped: foot 12.4 -> 9.1 deg, shin 7.5 -> 7.3 deg, joints max 5.8 -> 5.4 cm; walk
+    seed 10: foot 7.4 -> 6.2 deg; no other part or draw worse, ``benchmarks/bench_rig_noise.py``)."""
+    walk = _walker()
+    truth = walk.walker(P)
+    kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
+    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=5)
+    n = P["rig_keypoints"].body_names("R")
+    knee, ankle = kp.index[n["knee"]], kp.index[n["ankle"]]
+    foot = [kp.index[n[r]] for r in ("ankle", "heel", "big_toe", "small_toe")]
+    frames = np.arange(20, 290, 15)  # single-frame drops across the stride, swing and stance
+    trusts = []
+    for chain in (False, True):
+        valid = scores >= 0.3
+        valid[np.ix_(frames, foot + [knee] * chain)] = (
+            False  # the whole foot: the ankle must come from the knee
+        )
+        linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
+        m = P["rig_measure"].measure(linear, valid, kp)
+        trusts.append(P["rig_gaps"].refill_with_trust(linear, valid, kp, m)[1])
+    seen_knee, dropped_knee = trusts
+    print(
+        "ankle trust, knee seen / dropped:",
+        np.round(seen_knee[frames, ankle], 2),
+        np.round(dropped_knee[frames, ankle], 2),
+    )
+    assert np.all(dropped_knee[frames, ankle] <= seen_knee[frames, ankle] + 1e-12)
+    uncertain = dropped_knee[frames, knee] < 1.0
+    assert uncertain.any()
+    assert np.all(dropped_knee[frames, ankle][uncertain] < seen_knee[frames, ankle][uncertain])
+
+
 def test_refill_does_not_hurt_slow_motion(truth):
     """On slow motion a line through time is nearly exact and the rigid shape only adds noise: the weighing keeps
     the line (slow truth, 1.5 mm noise: refilled samples no worse on average, max within 2 mm of the line's)."""

@@ -52,13 +52,14 @@ def line_variance(tracks: np.ndarray, valid: np.ndarray, noise: float) -> np.nda
 
 
 def _put(out: np.ndarray, known: np.ndarray, rows: np.ndarray, k: int, estimate: np.ndarray, noise: float,
-         line: np.ndarray, gain: float | np.ndarray = 1.0) -> None:  # fmt: skip
+         line: np.ndarray, gain: float | np.ndarray = 1.0, inherited: float | np.ndarray = 0.0) -> None:  # fmt: skip
     """Dropped samples ``rows`` of point ``k`` from a shape-based ``estimate`` weighed against the time-filled
-    value already there, by inverse variances: the estimate's is about ``gain`` x the noise of a seen point, the
-    time-filled one's ``line`` (``line_variance``). Noise-free the shape wins outright; on slow motion, where a
-    line through time is nearly exact, the line keeps most of its weight."""
+    value already there, by inverse variances: the estimate's is about ``gain`` x the noise of a seen point plus
+    what it ``inherited`` from refilled points it was built on, the time-filled one's ``line``
+    (``line_variance``). Noise-free the shape wins outright; on slow motion, where a line through time is nearly
+    exact, the line keeps most of its weight."""
     linear = out[rows, k]
-    var_shape = 3.0 * np.asarray(gain) * noise**2
+    var_shape = 3.0 * np.asarray(gain) * noise**2 + np.asarray(inherited)
     var_line = line[rows, k]
     w = np.where(var_line + var_shape > 0, var_line / np.maximum(var_line + var_shape, 1e-30), 1.0)
     out[rows, k] = linear + w[:, None] * (estimate - linear)
@@ -122,13 +123,17 @@ def _guess(out: np.ndarray, known: np.ndarray, k: int, anchor: int, frames: np.n
 
 def _at_distance(out: np.ndarray, known: np.ndarray, k: int, anchor: int, length: float,
                  frames: np.ndarray, noise: float, line: np.ndarray) -> None:  # fmt: skip
-    """A dropped point one ``length`` from a known ``anchor``, in the direction ``_guess`` gives."""
+    """A dropped point one ``length`` from a known ``anchor``, in the direction ``_guess`` gives. An anchor that
+    was itself refilled (a knee placed from its hip, then the ankle from that knee) passes its error (what is left
+    of it in ``line``) on, so a point further down a dropped chain gets less weight and less trust."""
     todo = ~known[:, k] & known[:, anchor]
     if not todo.any():
         return
+    rows = np.nonzero(todo)[0]
     guess = _guess(out, known, k, anchor, frames)[todo]
     base = out[todo, anchor]
-    _put(out, known, np.nonzero(todo)[0], k, base + length * normalize(guess - base), noise, line, gain=2.0)
+    estimate = base + length * normalize(guess - base)
+    _put(out, known, rows, k, estimate, noise, line, gain=2.0, inherited=line[rows, anchor])
 
 
 def _hinge(out: np.ndarray, known: np.ndarray, start: int, middle: int, end: int, upper: float,
@@ -159,7 +164,12 @@ def _hinge(out: np.ndarray, known: np.ndarray, start: int, middle: int, end: int
     # A nearly straight limb puts the joint far off its line for a small change of reach: the radius moves by
     # a (d - a) / (r d) per unit of d, which carries the noise of both ends.
     stretch = along * (d - along) / np.maximum(radius * d, 1e-12)
-    _put(out, known, np.nonzero(todo)[0], middle, estimate, noise, line, gain=1.0 + (2.0 / 3.0) * stretch**2)
+    rows = np.nonzero(todo)[0]
+    # A refilled end (an ankle fitted from its foot) moves the joint by about half its own error, more when the
+    # limb is nearly straight.
+    inherited = 0.5 * (1.0 + stretch**2) * (line[rows, start] + line[rows, end])
+    gain = 1.0 + (2.0 / 3.0) * stretch**2
+    _put(out, known, rows, middle, estimate, noise, line, gain=gain, inherited=inherited)
 
 
 def refill(tracks: np.ndarray, valid: np.ndarray, kp: KeypointIndex, m: Measurements) -> np.ndarray:
