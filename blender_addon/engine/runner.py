@@ -51,6 +51,8 @@ def _child_setup(parent: int) -> None:
     SIGINT (an ignored SIGINT is inherited, and the CLI would then never see our stop); on Linux, the same stop
     when Blender itself goes away (a crash, a kill), so no engine runs on behind it."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # A blocked SIGINT is inherited too (a host thread may mask signals): unblocked, or the stop would stay pending.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
     if _PRCTL is not None:
         _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGINT))
         if os.getppid() != parent:  # Blender went away before that took effect
