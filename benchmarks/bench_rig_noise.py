@@ -12,18 +12,19 @@ solve with the default clean-up. ``--oracle`` adds what an estimator that knows 
 from __future__ import annotations
 
 import argparse
-import importlib
 import importlib.util
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = json.loads((REPO / "core" / "data" / "keypoints308.json").read_text(encoding="utf-8"))[
-    "keypoint_names"
-]
+_spec = importlib.util.spec_from_file_location(
+    "sapiens2_rig_truths_common", REPO / "tests" / "blender" / "rig_truths_common.py"
+)
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
+NAMES = C.keypoint_names()
+TRUTHS = {"walk": "rig_truth_walk", "run": "rig_truth_run", "slow": "rig_truth"}
 GROUPS = {
     "hips": ("hips",),
     "spine": ("spine", "spine1", "spine2"),
@@ -41,49 +42,13 @@ GROUPS = {
 
 def load_parse() -> dict:
     """The add-on's bpy-free ``parse`` package under a private name (its parent package imports bpy)."""
-    name = "sapiens2_rig_bench_parse"
-    parse = REPO / "blender_addon" / "parse"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, parse / "__init__.py", submodule_search_locations=[str(parse)]
-        )
-        package = importlib.util.module_from_spec(spec)
-        sys.modules[name] = package
-        spec.loader.exec_module(package)
-    mods = ("rig_keypoints", "rig_skeleton", "rig_measure", "rig_solve", "rig_pipeline", "rig_math",
-            "rig_filters", "rig_gaps")  # fmt: skip
-    return {m: importlib.import_module(f"{name}.{m}") for m in mods} | {"names": NAMES}
+    return C.load_parse("sapiens2_rig_bench_parse")
 
 
-def load_truth_module(stem: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{stem}", REPO / "tests" / "blender" / f"{stem}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def make_truth(parse: dict, kind: str) -> tuple[dict, float, object]:
-    """(truth dict with m, rest, world, heads, keypoints; fps; the module with ``corrupt``)."""
-    if kind == "slow":
-        rt = load_truth_module("rig_truth")
-        m = rt.truth_measurements(parse)
-        rest = parse["rig_skeleton"].rest_pose(m)
-        local, root = rt.truth_motion(rest.names, 300)
-        world, heads = rt.forward_kinematics(rest, local, root)
-        keypoints = rt.keypoints_from_pose(parse, NAMES, rest, world, heads)
-        return {"m": m, "rest": rest, "world": world, "heads": heads, "keypoints": keypoints}, rt.FPS, rt
-    module = load_truth_module("rig_truth_walk" if kind == "walk" else f"rig_truth_{kind}")
-    return module.walker(parse) if kind == "walk" else module.truth(parse), module.FPS, module
-
-
-def errors(parse: dict, truth: dict, solved) -> tuple[np.ndarray, np.ndarray]:
-    """Per-keypoint position errors (T, K') in metres and per-bone rotation errors (T, B) in degrees."""
-    used = [NAMES.index(n) for n in parse["rig_keypoints"].required_names()]
-    rt = load_truth_module("rig_truth")
-    posed = rt.keypoints_from_pose(parse, NAMES, solved.rest, solved.motion.rotations, solved.motion.heads)
-    position = np.linalg.norm(posed[:, used] - truth["keypoints"][:, used], axis=-1)
-    rotation = np.degrees(parse["rig_math"].rotation_angle(truth["world"], solved.motion.rotations))
-    return position, rotation
+def make_truth(parse: dict, kind: str) -> tuple[dict, float]:
+    """(truth dict with m, rest, world, heads, keypoints; fps) of the walk, the run or the slow truth."""
+    module = C.load(TRUTHS[kind])
+    return module.truth(parse), module.FPS
 
 
 def group_max(rotation: np.ndarray, names: list[str]) -> dict[str, float]:
@@ -96,8 +61,7 @@ def group_max(rotation: np.ndarray, names: list[str]) -> dict[str, float]:
 
 def leg_joints(parse: dict, truth: dict, solved) -> float:
     """Worst error (m) of the leg and torso keypoints (hips, knees, ankles, heels, toes, neck, ears)."""
-    rt = load_truth_module("rig_truth")
-    posed = rt.keypoints_from_pose(parse, NAMES, solved.rest, solved.motion.rotations, solved.motion.heads)
+    posed = C.posed_keypoints(parse, solved)
     picked = ["neck", "left_ear", "right_ear", "nose"]
     for side in "LR":
         n = parse["rig_keypoints"].body_names(side)
@@ -108,13 +72,13 @@ def leg_joints(parse: dict, truth: dict, solved) -> float:
 
 def run(kind: str, seeds: list[int], noise: float, drop: float, strength: float = 1.0) -> list[dict]:
     parse = load_parse()
-    truth, fps, module = make_truth(parse, kind)
+    truth, fps = make_truth(parse, kind)
     rows = []
     for seed in seeds:
-        noisy, scores = module.corrupt(truth["keypoints"], noise=noise, drop=drop, seed=seed)
+        noisy, scores = C.corrupt(truth["keypoints"], noise=noise, drop=drop, seed=seed)
         settings = parse["rig_pipeline"].RigSettings(smoothing=strength > 0, strength=max(strength, 1e-9))
         solved = parse["rig_pipeline"].solve_person(noisy, scores >= 0.3, NAMES, fps, settings)
-        position, rotation = errors(parse, truth, solved)
+        position, rotation = C.errors(parse, truth, solved)
         row = {"truth": kind, "seed": seed} | group_max(rotation, solved.rest.names)
         row |= {"joints_max_cm": 100 * float(position.max()),
                 "joints_p99_cm": 100 * float(np.percentile(position, 99)),

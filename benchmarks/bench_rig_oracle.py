@@ -34,12 +34,18 @@ INNER = slice(3, -3)
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_rig_noise_o", Path(__file__).with_name("bench_rig_noise.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """``bench_rig_noise.py`` (its truths, loaders and ``C``, the truths' common module), loaded once."""
+    global _BENCH
+    if _BENCH is None:
+        spec = importlib.util.spec_from_file_location(
+            "bench_rig_noise_o", Path(__file__).with_name("bench_rig_noise.py")
+        )
+        _BENCH = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(_BENCH)
+    return _BENCH
+
+
+_BENCH = None
 
 
 def lowpass(x: np.ndarray, cutoff: float, fps: float, weights: np.ndarray | None = None) -> np.ndarray:
@@ -56,11 +62,7 @@ def lowpass(x: np.ndarray, cutoff: float, fps: float, weights: np.ndarray | None
         num = np.apply_along_axis(lambda v: np.convolve(v, kernel, mode="valid"), 0, mirrored)
         den = np.convolve(wm, kernel, mode="valid").reshape(w.shape)
         return num / np.maximum(den, 1e-9)
-    frames = x.shape[0]
-    padded = np.concatenate([x[::-1], x, x[::-1]])
-    spectrum = np.fft.rfft(padded, axis=0)
-    spectrum[np.fft.rfftfreq(3 * frames, 1.0 / fps) > cutoff] = 0.0
-    return np.fft.irfft(spectrum, n=3 * frames, axis=0)[frames : 2 * frames]
+    return _bench().C.ideal_lowpass(x, cutoff, fps)
 
 
 def project(flat: np.ndarray) -> np.ndarray:
@@ -134,8 +136,8 @@ class Oracle:
         """Oracle figures of a whole rotation, as a rotation vector about a smooth reference the oracle knows."""
         true = self.local(bone, self.world[:, self.rest.index(bone)])
         ref = project(lowpass(true.reshape(-1, 9), 0.5, self.fps))
-        x_true = _rotvec(np.swapaxes(ref, -1, -2) @ true)
-        x_obs = _rotvec(np.swapaxes(ref, -1, -2) @ self.local(bone, obs_world))
+        x_true = _bench().C.rotation_vector(np.swapaxes(ref, -1, -2) @ true)
+        x_obs = _bench().C.rotation_vector(np.swapaxes(ref, -1, -2) @ self.local(bone, obs_world))
         return oracle_series(x_obs, x_true, self.fps)
 
     def fit(self, bone: str, names: list[str], layout: np.ndarray, part_rest: np.ndarray):
@@ -179,13 +181,6 @@ class Oracle:
         return local_up, twist, info, np.arccos(np.clip(np.sum(up * low, -1), -1, 1))
 
 
-def _rotvec(r: np.ndarray) -> np.ndarray:
-    c = np.clip((np.trace(r, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0)
-    a = np.arccos(c)
-    axis = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], axis=-1)
-    return axis * (a / np.maximum(2.0 * np.sin(a), 1e-12))[:, None]
-
-
 def oracle_rows(parse: dict, truth: dict, fps: float, noisy: np.ndarray) -> dict[str, dict[str, float]]:
     o = Oracle(parse, truth, fps, noisy)
     rows: dict[str, dict[str, float]] = {}
@@ -215,9 +210,9 @@ def oracle_rows(parse: dict, truth: dict, fps: float, noisy: np.ndarray) -> dict
 def report(kind: str, seeds: list[int], noise: float) -> None:
     bench = _bench()
     parse = bench.load_parse()
-    truth, fps, module = bench.make_truth(parse, kind)
+    truth, fps = bench.make_truth(parse, kind)
     for seed in seeds:
-        noisy, _ = module.corrupt(truth["keypoints"], noise=noise, drop=0.0, seed=seed)
+        noisy, _ = bench.C.corrupt(truth["keypoints"], noise=noise, drop=0.0, seed=seed)
         rows = oracle_rows(parse, truth, fps, noisy)
         print(f"oracle, {kind}, seed {seed}, {1000 * noise:g} mm (deg; worst frame):")
         for name, row in rows.items():

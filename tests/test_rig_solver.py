@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import json
-import sys
 import time
 from pathlib import Path
 
@@ -17,58 +15,28 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PARSE = REPO / "blender_addon" / "parse"
-NAMES = json.loads((REPO / "core" / "data" / "keypoints308.json").read_text(encoding="utf-8"))[
-    "keypoint_names"
-]
 FRAMES = 300
 
 
-def _load_parse():
-    name = "sapiens2_rig_test_parse"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, PARSE / "__init__.py", submodule_search_locations=[str(PARSE)]
-        )
-        package = importlib.util.module_from_spec(spec)
-        sys.modules[name] = package
-        spec.loader.exec_module(package)
-    mods = (
-        "rig_keypoints",
-        "rig_skeleton",
-        "rig_measure",
-        "rig_solve",
-        "rig_pipeline",
-        "rig_math",
-        "rig_filters",
-        "rig_gaps",
-        "rig_smooth",
-    )
-    return {m: importlib.import_module(f"{name}.{m}") for m in mods} | {"names": NAMES}
-
-
-def _load_truth():
+def _load_common():
     spec = importlib.util.spec_from_file_location(
-        "sapiens2_rig_truth", REPO / "tests" / "blender" / "rig_truth.py"
+        "sapiens2_rig_truths_common", REPO / "tests" / "blender" / "rig_truths_common.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-P = _load_parse()
-TRUTH = _load_truth()
+C = _load_common()
+P = C.load_parse("sapiens2_rig_test_parse")
+NAMES = P["names"]
+TRUTH = C.load("rig_truth")
 BODY = lambda name: not any(f in name for f in ("thumb", "index", "middle", "ring", "pinky"))  # noqa: E731
 
 
 @pytest.fixture(scope="module")
 def truth():
-    m = TRUTH.truth_measurements(P)
-    rest = P["rig_skeleton"].rest_pose(m)
-    local, root = TRUTH.truth_motion(rest.names, FRAMES)
-    world, heads = TRUTH.forward_kinematics(rest, local, root)
-    keypoints = TRUTH.keypoints_from_pose(P, NAMES, rest, world, heads)
-    return {"m": m, "rest": rest, "world": world, "heads": heads, "keypoints": keypoints}
+    return TRUTH.truth(P, FRAMES)
 
 
 def _solve(points, valid, smoothing):
@@ -78,11 +46,7 @@ def _solve(points, valid, smoothing):
 
 def _errors(truth, solved):
     """Per-keypoint position errors (T, K') in metres and per-bone rotation errors (T, B) in degrees."""
-    used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
-    posed = TRUTH.keypoints_from_pose(P, NAMES, solved.rest, solved.motion.rotations, solved.motion.heads)
-    position = np.linalg.norm(posed[:, used] - truth["keypoints"][:, used], axis=-1)
-    rotation = np.degrees(P["rig_math"].rotation_angle(truth["world"], solved.motion.rotations))
-    return position, rotation
+    return C.errors(P, truth, solved)
 
 
 def test_exact_keypoints_give_back_the_exact_rig(truth):
@@ -122,7 +86,7 @@ def test_noisy_and_dropped_keypoints_within_1cm_and_3_degrees(truth):
     the hands, 4.16 on the forearms, 3.64 on the legs). The clip's first
     and last frame are filtered from one side only and keep about twice the noise (information, not a bug:
     measured over 20 noise draws they reach 4.0 deg at 1.5 mm, 2.9 deg at 1.0 mm, see the next tests)."""
-    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
     position, rotation = _errors(truth, solved)
     body = [b for b, n in enumerate(solved.rest.names) if BODY(n)]
@@ -141,14 +105,10 @@ def test_noisy_and_dropped_keypoints_within_1cm_and_3_degrees(truth):
 def test_other_noise_draws_keep_the_maximum(seed):
     """The regression bound must not hang on one lucky noise draw: four more (120 frames each; measured joints
     max 0.74-1.42 cm, body bones max 3.75-4.99 deg -- above the issue's 1 cm / 3 deg)."""
-    m = TRUTH.truth_measurements(P)
-    rest = P["rig_skeleton"].rest_pose(m)
-    local, root = TRUTH.truth_motion(rest.names, 120)
-    world, heads = TRUTH.forward_kinematics(rest, local, root)
-    keypoints = TRUTH.keypoints_from_pose(P, NAMES, rest, world, heads)
-    noisy, scores = TRUTH.corrupt(keypoints, noise=0.0015, drop=0.05, seed=seed)
+    short = TRUTH.truth(P, 120)
+    noisy, scores = C.corrupt(short["keypoints"], noise=0.0015, drop=0.05, seed=seed)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
-    position, rotation = _errors({"world": world, "keypoints": keypoints}, solved)
+    position, rotation = _errors(short, solved)
     body = [b for b, n in enumerate(solved.rest.names) if BODY(n)]
     print(f"seed {seed}: position max {100 * position.max():.2f} cm, body rotation max "
           f"{rotation[1:-1, body].max():.2f} deg (ends {rotation[[0, -1]][:, body].max():.2f})")  # fmt: skip
@@ -158,7 +118,7 @@ def test_other_noise_draws_keep_the_maximum(seed):
 
 def test_every_frame_within_3_degrees_at_1mm(truth):
     """At 1.0 mm noise even the first and last frame stay within 3 deg (20 draws: worst 2.9 deg)."""
-    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.001, drop=0.05)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.001, drop=0.05)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
     _, rotation = _errors(truth, solved)
     body = [b for b, n in enumerate(solved.rest.names) if BODY(n)]
@@ -177,9 +137,9 @@ def test_a_turn_is_filtered_without_lag(truth):
     yaw = np.stack([[[np.cos(a), -np.sin(a), 0], [np.sin(a), np.cos(a), 0], [0, 0, 1]] for a in turn])
     local[:, hips] = rest.frames[hips].T @ yaw @ rest.frames[hips] @ local[:, hips]
     local[:, forearm] = local[:, forearm] @ P["rig_math"].rotation_y(turn)
-    world, heads = TRUTH.forward_kinematics(rest, local, root)  # turning in place, about the hips
-    keypoints = TRUTH.keypoints_from_pose(P, NAMES, rest, world, heads)
-    noisy, scores = TRUTH.corrupt(keypoints, noise=0.0015, drop=0.05)
+    world, heads = C.forward_kinematics(rest, local, root)  # turning in place, about the hips
+    keypoints = C.keypoints_from_pose(P, NAMES, rest, world, heads)
+    noisy, scores = C.corrupt(keypoints, noise=0.0015, drop=0.05)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
     rotations = solved.motion.rotations
     twist = P["rig_math"].twist_about_y
@@ -201,7 +161,7 @@ def test_a_turn_is_filtered_without_lag(truth):
 
 
 def test_bone_lengths_are_constant_over_frames(truth):
-    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
     solved = _solve(noisy, scores >= 0.3, smoothing=True)
     joints = P["rig_solve"].joint_positions(solved.motion, solved.rest)
     for name in ("upper_arm.L", "shin.R", "index2.L", "spine1"):
@@ -300,19 +260,14 @@ def test_curvature_smoother_follows_curvature_not_speed():
 
 
 def _walker():
-    spec = importlib.util.spec_from_file_location(
-        "sapiens2_rig_truth_walk", REPO / "tests" / "blender" / "rig_truth_walk.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return C.load("rig_truth_walk")
 
 
 def test_realistic_walk_noise_free_is_reproduced_exactly():
     """The independent walking truth (2-5 Hz limb content, +-90 deg 2 Hz forearm twists, a jump, a 180 deg turn,
     29.97 fps): exact keypoints and no clean-up -> every joint within 1 mm, every bone within 0.5 deg."""
     walk = _walker()
-    truth = walk.walker(P)
+    truth = walk.truth(P)
     solved = P["rig_pipeline"].solve_person(
         truth["keypoints"], np.ones(truth["keypoints"].shape[:2], bool), NAMES, walk.FPS,
         P["rig_pipeline"].RigSettings(smoothing=False),
@@ -347,8 +302,8 @@ def test_realistic_walk_with_3mm_noise_per_bone(seed):
     fails. Measured joints max 2.22 / 1.83 cm (p99 1.02 cm): the rig's joints hang off chains of noisy rotations
     (1 deg on a 0.8 m leg is 1.4 cm). Fingers are not bounded here (a 2 cm segment under 3 mm noise: see below)."""
     walk = _walker()
-    truth = walk.walker(P)
-    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
+    truth = walk.truth(P)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
     solved = P["rig_pipeline"].solve_person(
         noisy, scores >= 0.3, NAMES, walk.FPS, P["rig_pipeline"].RigSettings()
     )
@@ -362,22 +317,6 @@ def test_realistic_walk_with_3mm_noise_per_bone(seed):
             assert rotation[:, b].max() < bound, name
     assert position.max() < 0.026
     assert np.percentile(position, 99) < 0.012
-
-
-def _lowpass(x: np.ndarray, cutoff: float, fps: float) -> np.ndarray:
-    """Ideal zero-phase low-pass over axis 0 (mirrored ends): the oracle filter of the limit test."""
-    frames = x.shape[0]
-    padded = np.concatenate([x[::-1], x, x[::-1]])
-    spectrum = np.fft.rfft(padded, axis=0)
-    spectrum[np.fft.rfftfreq(3 * frames, 1.0 / fps) > cutoff] = 0.0
-    return np.fft.irfft(spectrum, n=3 * frames, axis=0)[frames : 2 * frames]
-
-
-def _rotation_vector(r: np.ndarray) -> np.ndarray:
-    """(T, 3) rotation vectors (radians) of (T, 3, 3) rotations below 180 deg."""
-    angle = P["rig_math"].rotation_angle(np.eye(3), r)
-    axis = np.stack([r[:, 2, 1] - r[:, 1, 2], r[:, 0, 2] - r[:, 2, 0], r[:, 1, 0] - r[:, 0, 1]], axis=-1)
-    return axis * (angle / np.maximum(2.0 * np.sin(angle), 1e-12))[:, None]
 
 
 @pytest.mark.parametrize("seed", [5, 6])
@@ -396,11 +335,11 @@ def test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees(seed):
     15-45 deg open, keeps > 3 deg at 2 Hz; a 2 cm finger segment > 9 deg. Measured (seeds 5 / 6): hand 2 Hz
     3.68 / 3.87, 5 Hz 6.24 / 7.63 deg; upper arm 2 Hz 4.59 / 5.18 deg; index fingertip 2 Hz 13.8 / 12.8 deg."""
     walk = _walker()
-    truth = walk.walker(P)
+    truth = walk.truth(P)
     m, rest, world = truth["m"], truth["rest"], truth["world"]
     rig_math, keypoints, skeleton = P["rig_math"], P["rig_keypoints"], P["rig_skeleton"]
     kp = keypoints.KeypointIndex.from_names(NAMES)
-    noisy, _ = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=seed)
+    noisy, _ = C.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=seed)
     inner = slice(3, -3)  # the mirrored ends of the ideal filter aside
     worst = {"hand 2 Hz": 0.0, "hand 5 Hz": 0.0, "upper arm 2 Hz": 0.0, "fingertip 2 Hz": 0.0}
     for side in ("L", "R"):
@@ -411,13 +350,13 @@ def test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees(seed):
         fit = rig_math.kabsch(layout, observed - observed.mean(axis=1, keepdims=True))
         hand = rest.index(f"hand.{side}")
         seen = fit @ skeleton.side_frame(skeleton.HAND_REST, side).T @ rest.frames[hand]
-        error = _rotation_vector(np.swapaxes(world[:, hand], -1, -2) @ seen)  # the noise alone
+        error = C.rotation_vector(np.swapaxes(world[:, hand], -1, -2) @ seen)  # the noise alone
         centred = layout - layout.mean(axis=0)
         fisher = sum(np.eye(3) * (r @ r) - np.outer(r, r) for r in centred) / 0.003**2
         bound = np.degrees(np.sqrt(np.linalg.eigvalsh(np.linalg.inv(fisher))))
         assert np.sqrt(np.sum(bound**2)) > 4.0  # per frame, the best any fit of these points can do
         for cutoff in (2.0, 5.0):
-            kept = np.degrees(np.linalg.norm(_lowpass(error, cutoff, walk.FPS), axis=1))[inner].max()
+            kept = np.degrees(np.linalg.norm(C.ideal_lowpass(error, cutoff, walk.FPS), axis=1))[inner].max()
             worst[f"hand {cutoff:g} Hz"] = max(worst[f"hand {cutoff:g} Hz"], kept)
         shoulder, elbow, wrist = (kp(noisy, n[x]) for x in ("shoulder", "elbow", "wrist"))
         upper = world[:, rest.index(f"upper_arm.{side}")]
@@ -425,7 +364,7 @@ def test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees(seed):
             upper[..., :, 0], np.cross(elbow - shoulder, wrist - elbow), upper[..., :, 1]
         )
         twist = np.angle(np.exp(1j * twist))
-        kept = np.degrees(np.abs(_lowpass(twist[:, None], 2.0, walk.FPS)[:, 0]))[inner].max()
+        kept = np.degrees(np.abs(C.ideal_lowpass(twist[:, None], 2.0, walk.FPS)[:, 0]))[inner].max()
         worst["upper arm 2 Hz"] = max(worst["upper arm 2 Hz"], kept)
         tip = rest.index(f"index3.{side}")
         a, b = (
@@ -433,7 +372,7 @@ def test_3mm_noise_leaves_hands_upper_arms_and_fingers_above_3_degrees(seed):
             kp(noisy, keypoints.finger_joint("index", 4, side)),
         )
         direction = rig_math.normalize(b - a) - world[:, tip][..., :, 1]
-        kept = np.degrees(np.linalg.norm(_lowpass(direction, 2.0, walk.FPS), axis=1))[inner].max()
+        kept = np.degrees(np.linalg.norm(C.ideal_lowpass(direction, 2.0, walk.FPS), axis=1))[inner].max()
         worst["fingertip 2 Hz"] = max(worst["fingertip 2 Hz"], kept)
     print(f"seed {seed}, oracle (noise only, ideal low-pass): "
           + ", ".join(f"{k} {v:.2f} deg" for k, v in worst.items()))  # fmt: skip
@@ -452,12 +391,12 @@ def test_dropped_joints_are_refilled_from_the_body_shape(noise):
     Measured over seeds 5-7 (filled samples, mm): noise-free linear p99 51-52 / max 72-101, refilled p99 4-11 /
     max 16-36; with 3 mm noise linear max 72-104, refilled p99 13-16 / max 17-36; noise read as 2.93-2.99 mm."""
     walk = _walker()
-    truth = walk.walker(P)
+    truth = walk.truth(P)
     kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
     used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
     gaps = P["rig_gaps"]
     for seed in (5, 6, 7):
-        noisy, scores = walk.corrupt(truth["keypoints"], noise=noise, drop=0.05, seed=seed)
+        noisy, scores = C.corrupt(truth["keypoints"], noise=noise, drop=0.05, seed=seed)
         valid = scores >= 0.3
         linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
         m = P["rig_measure"].measure(linear, valid, kp)
@@ -483,11 +422,11 @@ def test_refill_says_which_samples_to_trust():
     14-17 mm rms). The solve's clean-up lets a head or foot fitted through a low-trust point lean on its
     neighbours (feet 7.9 / 7.2 -> 6.6 / 6.8 deg, seeds 5 / 6)."""
     walk = _walker()
-    truth = walk.walker(P)
+    truth = walk.truth(P)
     kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
     used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
     for seed in (5, 6):
-        noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
+        noisy, scores = C.corrupt(truth["keypoints"], noise=0.003, drop=0.05, seed=seed)
         valid = scores >= 0.3
         linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
         m = P["rig_measure"].measure(linear, valid, kp)
@@ -511,9 +450,9 @@ def test_a_point_refilled_from_a_refilled_one_is_trusted_less():
     knee, ankle and big toe dropped: foot 12.4 -> 9.1 deg, shin 7.5 -> 7.3 deg, joints max 5.8 -> 5.4 cm; walk
     seed 10: foot 7.4 -> 6.2 deg; no other part or draw worse, ``benchmarks/bench_rig_noise.py``)."""
     walk = _walker()
-    truth = walk.walker(P)
+    truth = walk.truth(P)
     kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
-    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=5)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.003, drop=0.0, seed=5)
     n = P["rig_keypoints"].body_names("R")
     knee, ankle = kp.index[n["knee"]], kp.index[n["ankle"]]
     foot = [kp.index[n[r]] for r in ("ankle", "heel", "big_toe", "small_toe")]
@@ -544,7 +483,7 @@ def test_refill_does_not_hurt_slow_motion(truth):
     the line (slow truth, 1.5 mm noise: refilled samples no worse on average, max within 2 mm of the line's)."""
     kp = P["rig_keypoints"].KeypointIndex.from_names(NAMES)
     used = [NAMES.index(n) for n in P["rig_keypoints"].required_names()]
-    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
     valid = scores >= 0.3
     linear = P["rig_pipeline"].fill_gaps(noisy, valid, np.zeros(noisy.shape[1:]))
     refilled = P["rig_gaps"].refill(linear, valid, kp, P["rig_measure"].measure(linear, valid, kp))
@@ -587,8 +526,8 @@ def test_foot_lock_plants_the_rigs_foot_on_the_walk():
     noise). The walking truth with 3 mm noise and dropped joints: on every contact frame the foot's head (ankle)
     and tail (ball) move less than 1 mm per frame; without the lock the same frames slide."""
     walk = _walker()
-    truth = walk.walker(P)
-    noisy, scores = walk.corrupt(truth["keypoints"], noise=0.003, drop=0.05)
+    truth = walk.truth(P)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.003, drop=0.05)
     pipeline = P["rig_pipeline"]
     locked = pipeline.solve_person(
         noisy, scores >= 0.3, NAMES, walk.FPS, pipeline.RigSettings(foot_lock=True)
@@ -648,7 +587,7 @@ def test_missing_hand_keypoints_are_refused_by_name():
 
 def test_solving_300_frames_is_fast(truth):
     """A generous sanity bound; the measured figure comes from benchmarks/bench_rig.py."""
-    noisy, scores = TRUTH.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
+    noisy, scores = C.corrupt(truth["keypoints"], noise=0.0015, drop=0.05)
     start = time.perf_counter()
     _solve(noisy, scores >= 0.3, smoothing=True)
     assert time.perf_counter() - start < 5.0

@@ -20,18 +20,12 @@ STRIDE_HZ = 1.4
 SPEED = 3.2  # m/s while running
 
 
-def _walk():
-    spec = importlib.util.spec_from_file_location(
-        "rig_truth_walk_for_run", Path(__file__).with_name("rig_truth_walk.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-W = _walk()
-corrupt = W.corrupt
-_rx, _ry, _rz, _bump, _ramp = W._rx, W._ry, W._rz, W._bump, W._ramp
+_spec = importlib.util.spec_from_file_location(
+    "sapiens2_rig_truths_common", Path(__file__).with_name("rig_truths_common.py")
+)
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
+W = C.load("rig_truth_walk")
 
 
 def runner_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
@@ -39,55 +33,52 @@ def runner_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
     t = np.arange(frames) / fps
     rad = np.radians
     local = np.tile(np.eye(3), (frames, len(names), 1, 1))
-    run = 1.0 - _ramp(t, 5.0, 6.5)  # 1 while running, 0 once stopped
+    run = 1.0 - C.ramp(t, 5.0, 6.5)  # 1 while running, 0 once stopped
     # The stride slows as the runner stops: phase is the integral of a falling cadence.
     cadence = STRIDE_HZ * (0.6 + 0.4 * run)
     phase = np.cumsum(cadence) / fps
-
-    def put(name, rotations):
-        if name in names:
-            local[:, names.index(name)] = rotations
+    put = C.poser(local, names)
 
     for side, shift in (("L", 0.0), ("R", 0.5)):
         sign = 1.0 if side == "L" else -1.0
         p = phase + shift
-        hip = run * (-rad(35) * np.cos(2 * np.pi * p) + rad(8) * (_bump(p, 0.8, 0.08) - 0.3))
-        knee = rad(6) + run * (rad(25) * _bump(p, 0.12, 0.05) + rad(100) * _bump(p, 0.68, 0.09))
+        hip = run * (-rad(35) * np.cos(2 * np.pi * p) + rad(8) * (C.bump(p, 0.8, 0.08) - 0.3))
+        knee = rad(6) + run * (rad(25) * C.bump(p, 0.12, 0.05) + rad(100) * C.bump(p, 0.68, 0.09))
         ankle = run * (
-            rad(15) * _bump(p, 0.3, 0.06) - rad(25) * _bump(p, 0.5, 0.05) + rad(6) * np.sin(2 * np.pi * p)
+            rad(15) * C.bump(p, 0.3, 0.06) - rad(25) * C.bump(p, 0.5, 0.05) + rad(6) * np.sin(2 * np.pi * p)
         )
         abduction = sign * (rad(4) * run * np.sin(2 * np.pi * p) + rad(3))
         hip_turn = rad(5) * run * np.sin(2 * np.pi * p + 0.3)
-        put(f"thigh.{side}", _rx(hip) @ _ry(hip_turn) @ _rz(abduction))
-        put(f"shin.{side}", _rx(knee))
-        put(f"foot.{side}", _rx(-ankle) @ _rz(sign * rad(4) * np.sin(2 * np.pi * p)))
+        put(f"thigh.{side}", C.rx(hip) @ C.ry(hip_turn) @ C.rz(abduction))
+        put(f"shin.{side}", C.rx(knee))
+        put(f"foot.{side}", C.rx(-ankle) @ C.rz(sign * rad(4) * np.sin(2 * np.pi * p)))
         swing = run * rad(35) * np.cos(2 * np.pi * p)
-        put(f"clavicle.{side}", _rz(sign * rad(5) * (1 + run * np.sin(4 * np.pi * p))))
+        put(f"clavicle.{side}", C.rz(sign * rad(5) * (1 + run * np.sin(4 * np.pi * p))))
         put(
             f"upper_arm.{side}",
-            _rz(-sign * rad(75)) @ _rx(-swing) @ _ry(rad(10) * run * np.sin(2 * np.pi * p)),
+            C.rz(-sign * rad(75)) @ C.rx(-swing) @ C.ry(rad(10) * run * np.sin(2 * np.pi * p)),
         )
         elbow = rad(20) + run * (rad(70) + rad(15) * np.cos(2 * np.pi * p + 0.5))
-        put(f"forearm.{side}", _rx(elbow) @ _ry(sign * rad(15)))
+        put(f"forearm.{side}", C.rx(elbow) @ C.ry(sign * rad(15)))
         put(
             f"hand.{side}",
-            _rx(rad(12) * run * np.sin(2 * np.pi * p + 1.0)) @ _rz(rad(5) * np.cos(2 * np.pi * p)),
+            C.rx(rad(12) * run * np.sin(2 * np.pi * p + 1.0)) @ C.rz(rad(5) * np.cos(2 * np.pi * p)),
         )
         for k, finger in enumerate(("thumb", "index", "middle", "ring", "pinky")):
             curl = rad(35 + 5 * k) + rad(6) * np.sin(2 * np.pi * 0.6 * t + k)
-            put(f"{finger}1.{side}", np.stack([W.RT._swing(c, 0.0) for c in curl]))
-            put(f"{finger}2.{side}", _rx(1.2 * curl))
-            put(f"{finger}3.{side}", _rx(0.8 * curl))
+            put(f"{finger}1.{side}", np.stack([C.swing(c, 0.0) for c in curl]))
+            put(f"{finger}2.{side}", C.rx(1.2 * curl))
+            put(f"{finger}3.{side}", C.rx(0.8 * curl))
     g = 2 * np.pi * phase
     put(
         "hips",
-        _ry(run * rad(8) * np.sin(g)) @ _rx(rad(3) + run * rad(10)) @ _rz(run * rad(4) * np.sin(2 * g)),
+        C.ry(run * rad(8) * np.sin(g)) @ C.rx(rad(3) + run * rad(10)) @ C.rz(run * rad(4) * np.sin(2 * g)),
     )
     counter = -run * rad(12) * np.sin(g)
     for bone in ("spine", "spine1", "spine2"):
-        put(bone, _ry(counter / 3))
-    put("neck", _rx(-run * rad(6)))
-    put("head", _ry(rad(10) * np.sin(2 * np.pi * 0.3 * t)) @ _rx(rad(4) * run * np.sin(2 * g)))
+        put(bone, C.ry(counter / 3))
+    put("neck", C.rx(-run * rad(6)))
+    put("head", C.ry(rad(10) * np.sin(2 * np.pi * 0.3 * t)) @ C.rx(rad(4) * run * np.sin(2 * g)))
     speed = SPEED * run
     step = np.concatenate([[0.0], np.diff(t)])
     forward = np.cumsum(speed * step)
@@ -96,13 +87,6 @@ def runner_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
     return local, np.stack([np.zeros(frames), -forward, height], axis=1)
 
 
-def truth(parse, frames: int = FRAMES):
-    """Measurements, rest pose, world frames and heads, and the clean keypoints (as ``rig_truth_walk.walker``)."""
-    m = W.walker_measurements(parse)
-    rest = parse["rig_skeleton"].rest_pose(m)
-    local, root = runner_motion(rest.names, frames)
-    root = root + rest.heads[rest.index("hips")]
-    world, heads = W.forward_kinematics(rest, local, root)
-    keypoints = W.keypoints_from_pose(parse, parse["names"], rest, world, heads)
-    return {"m": m, "rest": rest, "local": local, "root": root, "world": world, "heads": heads,
-            "keypoints": keypoints}  # fmt: skip
+def truth(parse, frames: int = FRAMES) -> dict:
+    """Measurements, rest pose, world frames and heads, and the clean keypoints (as ``rig_truth_walk.truth``)."""
+    return C.truth(parse, W.walker_measurements(parse), lambda names: runner_motion(names, frames))

@@ -16,7 +16,8 @@ Everything here is independent of ``rig_truth.truth_motion``: its own body (othe
 layouts), its own motion; the forward kinematics and the keypoint layout (which keypoint sits where on a bone) are
 ``rig_truth``'s, which is what the keypoints *mean*.
 
-Loaded by path (not a package), like ``rig_truth.py``; ``parse`` is the caller's dict of the add-on's modules.
+Loaded by path (not a package), like ``rig_truth.py``; ``parse`` is the caller's dict of the add-on's modules. What
+all truths share (forward kinematics, keypoint layout, noise, rotations, ramps) is ``rig_truths_common.py``'s.
 """
 
 from __future__ import annotations
@@ -35,19 +36,11 @@ GAIT_HZ = 0.95
 SPEED = 1.3  # m/s while walking
 
 
-def _rig_truth():
-    spec = importlib.util.spec_from_file_location(
-        "rig_truth_for_walk", Path(__file__).with_name("rig_truth.py")
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RT = _rig_truth()
-forward_kinematics = RT.forward_kinematics
-keypoints_from_pose = RT.keypoints_from_pose
-corrupt = RT.corrupt
+_spec = importlib.util.spec_from_file_location(
+    "sapiens2_rig_truths_common", Path(__file__).with_name("rig_truths_common.py")
+)
+C = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(C)
 
 
 def walker_measurements(parse):
@@ -67,19 +60,15 @@ def walker_measurements(parse):
     }
     fingers = {"thumb": (0.042, 0.031, 0.026), "index": (0.042, 0.025, 0.02), "middle": (0.047, 0.029, 0.022)}
     fingers.update({"ring": (0.043, 0.027, 0.021), "pinky": (0.033, 0.02, 0.018)})
-    for finger, segs in fingers.items():
-        lengths.update({f"{finger}{k}": v for k, v in zip((1, 2, 3), segs)})
-    hand = np.array(
-        [
-            [0, 0, 0],
-            [0.01, 0.026, 0.024],
-            [0.0, 0.086, 0.022],
-            [0.0, 0.09, 0.0],
-            [0.0, 0.086, -0.019],
-            [0.0, 0.077, -0.035],
-        ]
-    )
-    foot = np.array([[0.0, -0.06, 0.078], [-0.03, 0.17, 0.078], [0.031, 0.152, 0.078]])
+    hand = [
+        [0, 0, 0],
+        [0.01, 0.026, 0.024],
+        [0.0, 0.086, 0.022],
+        [0.0, 0.09, 0.0],
+        [0.0, 0.086, -0.019],
+        [0.0, 0.077, -0.035],
+    ]
+    foot = [[0.0, -0.06, 0.078], [-0.03, 0.17, 0.078], [0.031, 0.152, 0.078]]
     head = {
         "left_ear": np.array([0.071, 0.0, 0.0]),
         "right_ear": np.array([-0.071, 0.0, 0.0]),
@@ -87,57 +76,9 @@ def walker_measurements(parse):
         "right_eye": np.array([-0.03, 0.028, 0.085]),
         "nose": np.array([0.0, -0.055, 0.108]),
     }
-    rng = np.random.default_rng(23)
-    kp = parse["rig_keypoints"].KeypointIndex.from_names(parse["names"])
-    for name in kp.face[5:]:
-        t, r = rng.uniform(0, 2 * np.pi), np.sqrt(rng.uniform(0, 1))
-        head[name] = np.array([0.055 * r * np.cos(t), 0.065 * r * np.sin(t) - 0.02, 0.09])
-    m = parse["rig_skeleton"].Measurements(lengths=lengths, hip_width=0.21, hand_layout=hand, foot_layout=foot,
-                                           head_layout=head)  # fmt: skip
-    return parse["rig_measure"].canonical(m)
-
-
-def _rx(a):
-    a = np.asarray(a, dtype=np.float64)
-    c, s = np.cos(a), np.sin(a)
-    out = np.zeros((*a.shape, 3, 3))
-    out[..., 0, 0] = 1.0
-    out[..., 1, 1], out[..., 1, 2], out[..., 2, 1], out[..., 2, 2] = c, -s, s, c
-    return out
-
-
-def _ry(a):
-    a = np.asarray(a, dtype=np.float64)
-    c, s = np.cos(a), np.sin(a)
-    out = np.zeros((*a.shape, 3, 3))
-    out[..., 1, 1] = 1.0
-    out[..., 0, 0], out[..., 0, 2], out[..., 2, 0], out[..., 2, 2] = c, s, -s, c
-    return out
-
-
-def _rz(a):
-    a = np.asarray(a, dtype=np.float64)
-    c, s = np.cos(a), np.sin(a)
-    out = np.zeros((*a.shape, 3, 3))
-    out[..., 2, 2] = 1.0
-    out[..., 0, 0], out[..., 0, 1], out[..., 1, 0], out[..., 1, 1] = c, -s, s, c
-    return out
-
-
-def _ramp(t, a, b):
-    """Minimum-jerk 0 -> 1 between times a and b."""
-    x = np.clip((t - a) / (b - a), 0.0, 1.0)
-    return x**3 * (10 - 15 * x + 6 * x * x)
-
-
-def _bump(phase, centre, width):
-    """A periodic Gaussian bump over the gait cycle (phase in cycles), peak 1."""
-    d = (phase - centre + 0.5) % 1.0 - 0.5
-    return np.exp(-0.5 * (d / width) ** 2)
-
-
-def _window(t, a, b, edge=0.25):
-    return _ramp(t, a, a + edge) * (1.0 - _ramp(t, b - edge, b))
+    return C.measurements(
+        parse, lengths, fingers, 0.21, hand, foot, head, face=(23, 0.055, 0.065, -0.02, 0.09)
+    )
 
 
 def walker_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
@@ -147,63 +88,62 @@ def walker_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
     t = np.arange(frames) / fps
     rad = np.radians
     local = np.tile(np.eye(3), (frames, len(names), 1, 1))
-    walk = 1.0 - _ramp(t, 2.8, 3.3) + _ramp(t, 6.0, 6.5)
-    heading = np.pi * _ramp(t, *TURN)
-    squat = _window(t, 4.6, 5.25, edge=0.3) + _window(t, 5.55, 6.05, edge=0.2) * 0.8
+    put = C.poser(local, names)
+    walk = 1.0 - C.ramp(t, 2.8, 3.3) + C.ramp(t, 6.0, 6.5)
+    heading = np.pi * C.ramp(t, *TURN)
+    squat = C.window(t, 4.6, 5.25, edge=0.3) + C.window(t, 5.55, 6.05, edge=0.2) * 0.8
     flight = (t > JUMP[0]) & (t < JUMP[1])
     phase = GAIT_HZ * t
-
-    def put(name, rotations):
-        if name in names:
-            local[:, names.index(name)] = rotations
 
     sides = {"L": 0.0, "R": 0.5}
     for side, shift in sides.items():
         sign = 1.0 if side == "L" else -1.0
         p = phase + shift
         # Hip flexion (thigh forward is a negative x turn in the leg frame), knee, ankle: gait-like waveforms.
-        hip = walk * (-rad(22) * np.cos(2 * np.pi * p) + rad(4) * (_bump(p, 0.85, 0.07) - 0.3))
-        knee = rad(5) + walk * (rad(12) * _bump(p, 0.15, 0.06) + rad(57) * _bump(p, 0.72, 0.1))
+        hip = walk * (-rad(22) * np.cos(2 * np.pi * p) + rad(4) * (C.bump(p, 0.85, 0.07) - 0.3))
+        knee = rad(5) + walk * (rad(12) * C.bump(p, 0.15, 0.06) + rad(57) * C.bump(p, 0.72, 0.1))
         ankle = walk * (
-            rad(10) * _bump(p, 0.45, 0.08) - rad(16) * _bump(p, 0.62, 0.05) + rad(4) * np.sin(2 * np.pi * p)
+            rad(10) * C.bump(p, 0.45, 0.08) - rad(16) * C.bump(p, 0.62, 0.05) + rad(4) * np.sin(2 * np.pi * p)
         )
         hip = hip - squat * rad(85) + flight * rad(-10)
         knee = knee + squat * rad(90)
         ankle = ankle + squat * rad(-25)
         abduction = sign * (rad(3) * walk * np.sin(2 * np.pi * p) + rad(4))
         hip_turn = rad(3) * walk * np.sin(2 * np.pi * p + 0.4)  # thigh twist, seen through the knee's bend
-        put(f"thigh.{side}", _rx(hip) @ _ry(hip_turn) @ _rz(abduction))
-        put(f"shin.{side}", _rx(knee))
-        put(f"foot.{side}", _rx(-ankle) @ _rz(sign * rad(3) * np.sin(2 * np.pi * p)))
+        put(f"thigh.{side}", C.rx(hip) @ C.ry(hip_turn) @ C.rz(abduction))
+        put(f"shin.{side}", C.rx(knee))
+        put(f"foot.{side}", C.rx(-ankle) @ C.rz(sign * rad(3) * np.sin(2 * np.pi * p)))
         # Arms hang (lowered 75 deg from the T-pose), swing against the legs, elbows 15-45 deg.
-        swing = walk * rad(20) * np.cos(2 * np.pi * p) + _window(t, 4.6, 5.6, 0.2) * rad(-60)
-        lower = -sign * rad(75) + sign * _window(t, 5.0, 5.6, 0.2) * rad(40)
-        put(f"clavicle.{side}", _rz(sign * rad(4) * (1 + walk * np.sin(4 * np.pi * p))))
-        put(f"upper_arm.{side}", _rz(lower) @ _rx(-swing) @ _ry(rad(8) * np.sin(2 * np.pi * p)))
+        swing = walk * rad(20) * np.cos(2 * np.pi * p) + C.window(t, 4.6, 5.6, 0.2) * rad(-60)
+        lower = -sign * rad(75) + sign * C.window(t, 5.0, 5.6, 0.2) * rad(40)
+        put(f"clavicle.{side}", C.rz(sign * rad(4) * (1 + walk * np.sin(4 * np.pi * p))))
+        put(f"upper_arm.{side}", C.rz(lower) @ C.rx(-swing) @ C.ry(rad(8) * np.sin(2 * np.pi * p)))
         elbow = rad(15) + rad(25) * (0.5 + 0.5 * walk * np.cos(2 * np.pi * p + 0.6)) + squat * rad(30)
-        twist = _window(t, *TWIST, 0.3) * rad(90) * np.sin(2 * np.pi * 2.0 * (t - TWIST[0]))
-        put(f"forearm.{side}", _rx(elbow) @ _ry(sign * (rad(10) + twist)))
-        put(f"hand.{side}", _rx(rad(10) * np.sin(2 * np.pi * p + 1.0)) @ _rz(rad(6) * np.cos(2 * np.pi * p)))
+        twist = C.window(t, *TWIST, 0.3) * rad(90) * np.sin(2 * np.pi * 2.0 * (t - TWIST[0]))
+        put(f"forearm.{side}", C.rx(elbow) @ C.ry(sign * (rad(10) + twist)))
+        put(
+            f"hand.{side}", C.rx(rad(10) * np.sin(2 * np.pi * p + 1.0)) @ C.rz(rad(6) * np.cos(2 * np.pi * p))
+        )
         for k, finger in enumerate(("thumb", "index", "middle", "ring", "pinky")):
             curl = rad(20 + 4 * k) + rad(8) * np.sin(2 * np.pi * (0.7 * t) + k)
             spread = rad(3) * np.cos(2 * np.pi * 0.5 * t + k)
-            put(f"{finger}1.{side}", np.stack([RT._swing(c, s) for c, s in zip(curl, spread)]))
-            put(f"{finger}2.{side}", _rx(1.2 * curl))
-            put(f"{finger}3.{side}", _rx(0.8 * curl))
+            put(f"{finger}1.{side}", np.stack([C.swing(c, s) for c, s in zip(curl, spread)]))
+            put(f"{finger}2.{side}", C.rx(1.2 * curl))
+            put(f"{finger}3.{side}", C.rx(0.8 * curl))
     # Torso: pelvis rotation and tilt with the gait, a lean into the squat; the spine counter-rotates.
     g = 2 * np.pi * phase
     pelvis = (
-        _ry(heading + walk * rad(6) * np.sin(g))
-        @ _rx(rad(4) + squat * rad(-12))
-        @ _rz(walk * rad(3) * np.sin(2 * g))
+        C.ry(heading + walk * rad(6) * np.sin(g))
+        @ C.rx(rad(4) + squat * rad(-12))
+        @ C.rz(walk * rad(3) * np.sin(2 * g))
     )
     put("hips", pelvis)
     counter = -walk * rad(8) * np.sin(g)  # the spine only twists: its bend is the hips' (what keypoints show)
-    put("spine", _ry(counter / 3))
+    put("spine", C.ry(counter / 3))
     for bone in ("spine1", "spine2"):
-        put(bone, _ry(counter / 3))
-    put("neck", _rx(rad(5) * np.sin(2 * np.pi * 0.3 * t)))
-    put("head", _ry(rad(25) * np.sin(2 * np.pi * 0.4 * t)) @ _rx(rad(8) * np.sin(2 * np.pi * 0.9 * t)))
+        put(bone, C.ry(counter / 3))
+    put("neck", C.rx(rad(5) * np.sin(2 * np.pi * 0.3 * t)))
+    put("head", C.ry(rad(25) * np.sin(2 * np.pi * 0.4 * t)) @ C.rx(rad(8) * np.sin(2 * np.pi * 0.9 * t)))
     # Root travel: forward along the heading while walking (integrated speed), bob, sway, squat and jump.
     speed = SPEED * walk
     forward = np.stack([np.sin(heading), -np.cos(heading)], axis=1)
@@ -216,13 +156,6 @@ def walker_motion(names: list[str], frames: int = FRAMES, fps: float = FPS):
     return local, np.concatenate([xy, height[:, None]], axis=1)
 
 
-def walker(parse, frames: int = FRAMES):
+def truth(parse, frames: int = FRAMES) -> dict:
     """Everything a test needs: measurements, rest pose, world frames and heads, and the clean keypoints."""
-    m = walker_measurements(parse)
-    rest = parse["rig_skeleton"].rest_pose(m)
-    local, root = walker_motion(rest.names, frames)
-    root = root + rest.heads[rest.index("hips")]
-    world, heads = forward_kinematics(rest, local, root)
-    keypoints = keypoints_from_pose(parse, parse["names"], rest, world, heads)
-    return {"m": m, "rest": rest, "local": local, "root": root, "world": world, "heads": heads,
-            "keypoints": keypoints}  # fmt: skip
+    return C.truth(parse, walker_measurements(parse), lambda names: walker_motion(names, frames))
