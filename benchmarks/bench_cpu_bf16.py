@@ -1,7 +1,7 @@
 """bf16 against fp32 on the CPU, same weights and input, interleaved: seconds per image and the relative L2 error.
 
 Why: CPUs with native bf16 (AVX512-BF16, AMX) run bf16 matrix products faster; whether `dtype="auto"` should pick
-bf16 there (core/studio/execution.py `resolve_dtype`) is decided from these numbers, not assumed. The input is the
+bf16 there (core/studio/runtime/execution.py `resolve_dtype`) is decided from these numbers, not assumed. The input is the
 demo photo at 1024×768, normalised as the pipeline does; the output compared is the backbone's feature map
 (or a task head's output with --task).
 

@@ -1,7 +1,7 @@
 """float32 → float16 as the bundle writer casts a channel: numpy's cast vs the torch converter core/studio hands in.
 
 Why: core/formats/casting.py takes its fast float16 converter from the caller (the engine passes
-`core/studio/half_cast.torch_half`) instead of using torch whenever the process happened to import it; this shows
+`core/studio/runtime/half_cast.torch_half`) instead of using torch whenever the process happened to import it; this shows
 what each choice costs per channel and per written layer, side by side in one run, and that the bits agree.
 
     python benchmarks/bench_half_cast.py [--repeat 7] [--sizes 1080x1920,2160x3840] [--old PATH_TO_OLD_CASTING]
@@ -40,7 +40,7 @@ def measure(normals: np.ndarray, repeat: int, old: Any, workdir: Path) -> dict[s
     """One frame size: a channel cast each way, then a 3-channel half layer written each way (same bytes)."""
     from sapiens2_studio.core.formats import casting
     from sapiens2_studio.core.formats.exr import write_exr_bands
-    from sapiens2_studio.core.studio.half_cast import torch_half
+    from sapiens2_studio.core.studio.runtime.half_cast import torch_half
 
     half = np.dtype(np.float16)
     height, width, _ = normals.shape

@@ -12,7 +12,7 @@ the bend: a straight knee shows no plane), a knee's angle from hip, knee and ank
 reading, worst frame over the clip (3 frames at each end aside), degrees (cm for the joints):
 
 - ``noise@2Hz`` / ``3Hz`` / ``5Hz``: the filtered noise alone (no bias at all), as the hand's limit was measured
-  (tests/test_rig_solver.py); ``raw``: unfiltered;
+  (tests/blender_addon/test_rig_solver.py); ``raw``: unfiltered;
 - ``fixed``: truth + noise through the one cut-off (of ``CUTOFFS``) whose worst frame is best, bias included;
 - ``best``: per frame the lowest cut-off whose bias on the TRUE signal stays within a tolerance (chosen from the
   truth alone, never from the noise), with the tolerance that gives the best worst frame -- the limit of any

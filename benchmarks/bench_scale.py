@@ -44,7 +44,7 @@ from bench_pipeline import PRESETS, checkpoints, load_average, write_frames  # n
 def run(args: argparse.Namespace, frames: Path, out: Path, engine: str, workers: int | None) -> float:
     """Wall seconds of one predict job (output folder fresh)."""
     from sapiens2_studio.core.studio import JobSpec, run_job
-    from sapiens2_studio.core.studio.host import Host
+    from sapiens2_studio.core.studio.runtime.host import Host
 
     shutil.rmtree(out, ignore_errors=True)
     spec = JobSpec(

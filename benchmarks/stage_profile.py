@@ -1,7 +1,7 @@
 """Per-stage times of the real engine, read from its timing seam (`core/timing.py`): what a job's run record holds.
 
 Why the seam and not wrappers: the stages are named where they happen in core, so the numbers describe the code
-users run (`core.studio.job`), and a stage that disappears (renamed, moved, dropped) fails the benchmark
+users run (`core.studio.jobs.job`), and a stage that disappears (renamed, moved, dropped) fails the benchmark
 (`require_stages`) instead of being skipped and counted in its parent without a word. Time is *exclusive* (a
 stage's nested stages are subtracted from it), so the stages of one frame add up to the frame. CPU time is the
 whole process's (`time.process_time`: torch's intra-op threads included), i.e. core-seconds; run the job

@@ -19,10 +19,10 @@ from ..core.catalogue import TASKS as CATALOGUE_TASKS
 from ..core.errors import Sapiens2Error
 from ..core.formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..core.studio.engines import ENGINES
-from ..core.studio.pipelining import DEFAULT_WRITERS
+from ..core.studio.jobs.pipelining import DEFAULT_WRITERS
 
 if TYPE_CHECKING:
-    from ..core.studio.job import JobSpec
+    from ..core.studio.jobs.job import JobSpec
 
 TASKS = CATALOGUE_TASKS
 SIZES = TASK_SIZES_RELEASED
@@ -399,7 +399,9 @@ def add_staging_argument(p: argparse.ArgumentParser) -> None:
 def job_spec(args: argparse.Namespace) -> JobSpec:
     """The job the arguments describe (no file is read here); `check` has only the model arguments, so the
     predict-only ones fall back to the job's defaults."""
-    from ..core.studio.job import JobSpec  # torch comes with it: not at import time, so --help stays instant
+    from ..core.studio.jobs.job import (
+        JobSpec,  # torch comes with it: not at import time, so --help stays instant
+    )
 
     defaults = JobSpec(inputs=[], out=".")
     load_task_plugins(args)

@@ -1,4 +1,4 @@
-"""`sapiens2 check`: arguments → core.studio.selfcheck → the report on stdout.
+"""`sapiens2 check`: arguments → core.studio.checks.selfcheck → the report on stdout.
 
 Exit status: 0 when every check passes, 3 when any check warns (so scripts can gate on it), 1/2 for errors.
 """
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..core.studio.checks.selfcheck import check_images
 from ..core.studio.errors import StudioError
-from ..core.studio.selfcheck import check_images
 from .arguments import UsageError, job_spec
 
 EXIT_WARNINGS = 3

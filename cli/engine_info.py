@@ -27,7 +27,7 @@ def install_report(checkpoint_dir: str | None) -> dict[str, Any]:
     from .. import __version__
     from ..core.catalogue import PRETRAIN, TASKS
     from ..core.checkpoints.hub import checkpoint_home
-    from ..core.studio.execution import resolve_device
+    from ..core.studio.runtime.execution import resolve_device
     from ..core.tasks import registry
 
     device, reason = resolve_device("auto")

@@ -1,12 +1,12 @@
-"""`sapiens2 finalize`: complete the sequences render-farm chunks wrote (core.studio.finalize) → a summary."""
+"""`sapiens2 finalize`: complete the sequences render-farm chunks wrote (core.studio.jobs.finalize) → a summary."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..core.studio.finalize import finalize
-from ..core.studio.host import Host
+from ..core.studio.jobs.finalize import finalize
+from ..core.studio.runtime.host import Host
 
 
 def run_finalize(args: argparse.Namespace) -> int:

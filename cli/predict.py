@@ -1,4 +1,4 @@
-"""`sapiens2 predict`: command-line arguments → a predict job (core.studio.job) → a summary on stderr, and with
+"""`sapiens2 predict`: command-line arguments → a predict job (core.studio.jobs.job) → a summary on stderr, and with
 `--progress json` a stream of JSON events on stdout (cli/progress.py `Events`, docs/cli.md "Progress stream")."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 from ..core.studio.engines.dispatch import run_prepared
 from ..core.studio.errors import StudioError
-from ..core.studio.host import Host
-from ..core.studio.job import PredictJob
+from ..core.studio.jobs.job import PredictJob
+from ..core.studio.runtime.host import Host
 from . import export_usd
 from .arguments import UsageError, job_spec
 from .progress import Events, FrameEvents, Progress

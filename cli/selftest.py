@@ -1,4 +1,4 @@
-"""`sapiens2 selftest`: does this install work? Runs every task offline on generated weights (core/studio/selftest.py)
+"""`sapiens2 selftest`: does this install work? Runs every task offline on generated weights (core/studio/checks/selftest.py)
 and says so in one last line; exit 0 when every check passed, 1 with one line per failure otherwise."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def add_selftest_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_selftest(args: argparse.Namespace) -> int:
-    from ..core.studio.selftest import run_selftest as selftest
+    from ..core.studio.checks.selftest import run_selftest as selftest
 
     print("sapiens2 selftest: offline, on generated tiny weights (their results are noise, not a person)")
     report = selftest(args.device, on_line=print)

@@ -13,8 +13,8 @@ import torch
 
 from ..core import catalogue
 from ..core.errors import Sapiens2Error
-from ..core.studio.host import Host
-from ..core.studio.models import LoadedModel
+from ..core.studio.runtime.host import Host
+from ..core.studio.runtime.models import LoadedModel
 
 MODEL_FOLDER = "sapiens2"
 # .onnx: a file from `sapiens2 export onnx`, run with ONNX Runtime (docs/deploy.md)

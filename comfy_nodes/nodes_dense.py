@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..core.studio.batches import check_image, check_mask
-from ..core.studio.previews import albedo_batch, depth_preview_batch, normal_map_batch
-from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.studio.compute.run_tasks import TaskOptions, run_tasks
+from ..core.studio.sources.batches import check_image, check_mask
+from ..core.studio.views.previews import albedo_batch, depth_preview_batch, normal_map_batch
 from . import labels
 from .comfy_host import ComfyHost
 from .compat import NormalData, PointmapData, schema

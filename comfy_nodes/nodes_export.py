@@ -8,9 +8,9 @@ from comfy_api.latest import io, ui
 
 from ..core.formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ..core.formats.exr import require_openexr
-from ..core.studio import exports
-from ..core.studio.batches import TaskBatch, check_image
-from ..core.studio.sequence import save_sequence_bundle, sequence_fps
+from ..core.studio.jobs.sequence_batch import save_sequence_bundle, sequence_fps
+from ..core.studio.sources.batches import TaskBatch, check_image
+from ..core.studio.store import exports
 from .comfy_host import ComfyHost
 from .compat import (
     MattingData,

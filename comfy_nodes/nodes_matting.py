@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..core.studio.batches import check_image
-from ..core.studio.matting import DEFAULT_BACKGROUND_COLOR, matte_images
-from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.studio.compute.run_tasks import TaskOptions, run_tasks
+from ..core.studio.sources.batches import check_image
+from ..core.studio.views.matte_views import DEFAULT_BACKGROUND_COLOR, matte_images
 from .comfy_host import ComfyHost
 from .compat import MattingData, schema
 from .errors import node_errors

@@ -6,8 +6,8 @@ from comfy_api.latest import io
 
 from ..core import catalogue
 from ..core.checkpoints import hub
-from ..core.studio import execution, models
-from ..core.studio.models import file_fingerprint
+from ..core.studio.runtime import execution, models
+from ..core.studio.runtime.models import file_fingerprint
 from . import comfy_host
 from .compat import Sapiens2Model, schema
 from .errors import node_errors

@@ -7,11 +7,11 @@ import json
 from comfy_api.latest import io
 
 from ..core.formats.keypoints import to_pose_keypoint
-from ..core.studio.batches import check_image
-from ..core.studio.boxes import boxes_per_image
-from ..core.studio.drawing import render_poses
-from ..core.studio.sequence import pass_pose_batch, sequence_fps
-from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.studio.compute.run_tasks import TaskOptions, run_tasks
+from ..core.studio.jobs.sequence_batch import pass_pose_batch, sequence_fps
+from ..core.studio.sources.batches import check_image
+from ..core.studio.sources.given_boxes import boxes_per_image
+from ..core.studio.views.drawing import render_poses
 from ..core.tasks import registry as tasks_registry
 from . import labels
 from .comfy_host import ComfyHost

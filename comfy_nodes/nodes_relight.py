@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from comfy_api.latest import io, ui
 
-from ..core.studio import relighting
+from ..core.studio.views import relighting
 from .comfy_host import ComfyHost
 from .compat import Lights, NormalData, PointmapData, schema
 from .errors import node_errors

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from comfy_api.latest import io
 
-from ..core.studio import masks
-from ..core.studio.batches import check_image
-from ..core.studio.previews import seg_preview_batch
-from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.studio.compute.run_tasks import TaskOptions, run_tasks
+from ..core.studio.sources.batches import check_image
+from ..core.studio.views import masks
+from ..core.studio.views.previews import seg_preview_batch
 from .comfy_host import ComfyHost
 from .compat import SegData, schema
 from .errors import node_errors

@@ -2,7 +2,7 @@
 
 The task combo is the registry's list, read when ComfyUI asks for the node's schema; plug-ins reach ComfyUI through
 their entry points or SAPIENS2_TASK_MODULES and load only when SAPIENS2_TRUST_TASKS (in the server's environment)
-trusts them. The node runs the task through the one engine (`run_tasks`) and shows what `core.studio.task_views`
+trusts them. The node runs the task through the one engine (`run_tasks`) and shows what `core.studio.views.task_views`
 makes of its results: a preview IMAGE, a MASK, and the raw results for nodes that know the task.
 """
 
@@ -12,10 +12,10 @@ import logging
 
 from comfy_api.latest import io
 
-from ..core.studio.batches import check_image
+from ..core.studio.compute.run_tasks import TaskOptions, run_tasks
 from ..core.studio.errors import StudioError
-from ..core.studio.task_views import task_views
-from ..core.studio.tasks import TaskOptions, run_tasks
+from ..core.studio.sources.batches import check_image
+from ..core.studio.views.task_views import task_views
 from ..core.tasks import registry
 from ..core.tasks.errors import TaskError
 from .comfy_host import ComfyHost

@@ -1,6 +1,6 @@
 """Save USD: the capture as one USD stage (mesh, each person's skeleton, the camera) for any VFX package.
 
-The node only translates ComfyUI's inputs: the frames come from `core.studio.sequence.sequence_frames` (the same
+The node only translates ComfyUI's inputs: the frames come from `core.studio.jobs.sequence_batch.sequence_frames` (the same
 frames, temporal pass and windows as Save Capture Bundle) and the stage is written by `core.formats.usd.write_usd`
 (the same writer as `sapiens2 export usd`), which releases each frame's mesh before it reads the next one.
 """
@@ -14,8 +14,8 @@ from comfy_api.latest import io, ui
 
 from ..core.formats.bundle import CaptureFrame
 from ..core.formats.usd import require_pxr, write_usd
-from ..core.studio.batches import check_image
-from ..core.studio.sequence import sequence_fps, sequence_frames
+from ..core.studio.jobs.sequence_batch import sequence_fps, sequence_frames
+from ..core.studio.sources.batches import check_image
 from .comfy_host import ComfyHost
 from .compat import (
     MattingData,

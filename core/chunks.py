@@ -1,6 +1,6 @@
 """The one chunker: a batch of `total` items cut into consecutive chunks of at most `size`, in order.
 
-Why one: the engine (`studio/chunking.run_chunked`, with the out-of-memory back-off, progress and cancel of a
+Why one: the engine (`studio/runtime/chunking.run_chunked`, with the out-of-memory back-off, progress and cancel of a
 front-end's Host) and the pipeline's public `predict_*` functions (their `batch_size`, `progress`) used to cut
 batches each in their own loop; now they share this one, and a predictor's batch kernel never splits what it is
 given. No torch here: what counts as out of memory and what to do then is the caller's `shrink`.

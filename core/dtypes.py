@@ -1,6 +1,6 @@
 """The one `auto` dtype rule and the one parser of dtype choices, below every layer that needs them.
 
-`core/checkpoints.load_model` (the low-level Python API) and `core/studio/execution` (every front-end) both turn a
+`core/checkpoints.load_model` (the low-level Python API) and `core/studio/runtime/execution` (every front-end) both turn a
 user's dtype choice into a torch dtype; before this module each had its own names and its own `auto` rule, and
 they disagreed on Apple MPS (fp32 vs bf16/fp16). Both now call `resolve_dtype`, so the same choice on the same
 device gives the same dtype whichever door a user comes in by. A bad name raises `UnknownDtypeError`, which each

@@ -111,11 +111,11 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 #   the tiny test models of core/testing read; core/arch sits below core/tasks (a task module names its head,
 #   never the other way), so a new head kind is the one change outside its task module;
 # - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
-# - core/studio/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
+# - core/studio/compute/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
 TASK_NAME_ALLOWED = {
     "core/arch/official_heads.py": 1,
     "core/pipeline/predict.py": 1,
-    "core/studio/capture.py": 3,
+    "core/studio/compute/capture.py": 3,
 }
 
 
@@ -169,7 +169,11 @@ def test_no_task_is_named_outside_its_module():
 CHUNKER = "core/chunks.py"
 # Where the one chunker may be called: the engine's run_chunked (OOM back-off, progress, cancel of a Host) and the
 # pipeline's public predict_* functions (their `batch_size`); everything else hands its batch on whole.
-CHUNKER_CALLERS = {"core/studio/chunking.py", "core/pipeline/predict.py", "core/pipeline/matting.py"}
+CHUNKER_CALLERS = {
+    "core/studio/runtime/chunking.py",
+    "core/pipeline/predict.py",
+    "core/pipeline/matting_predictor.py",
+}
 
 
 def _predictor_modules() -> list[Path]:
@@ -221,13 +225,13 @@ def test_no_predictor_splits_a_batch():
 
 # ------------------------------------------------------- a job is a descent: plan → compute → commit (#27, item 3)
 CORE_MAX_LINES = 620  # "no file in core/ over ~600 lines"
-JOB_MODULES = sorted((REPO / "core" / "studio").glob("job*.py"))
+JOB_MODULES = sorted((REPO / "core" / "studio" / "jobs").glob("job*.py"))
 
 
 def test_no_core_file_is_over_the_size_limit():
     """Small modules with one job each: no file in core/ grows past ~600 lines (the job was split by concern)."""
     sizes = {p.relative_to(REPO).as_posix(): len(p.read_text(encoding="utf-8").splitlines()) for p in _core()}
-    assert {"core/studio/job.py", "core/studio/job_plan.py"} <= set(sizes)
+    assert {"core/studio/jobs/job.py", "core/studio/jobs/job_plan.py"} <= set(sizes)
     assert not {path: n for path, n in sizes.items() if n > CORE_MAX_LINES}
 
 
@@ -239,7 +243,7 @@ def test_a_job_is_prepared_by_its_plan_not_by_probing_its_attributes():
     """`prepare` makes one immutable RunPlan that both engines run; no code asks a job (or a job itself) with
     hasattr/getattr-with-default whether it was prepared, and PredictJob sets no attribute outside __init__
     except the writer it opens for the run."""
-    from sapiens2_studio.core.studio.job_plan import RunPlan
+    from sapiens2_studio.core.studio.jobs.job_plan import RunPlan
 
     assert RunPlan.__dataclass_params__.frozen  # type: ignore[attr-defined]
     for path in [*_core(), *(REPO / "cli").rglob("*.py")]:
@@ -253,7 +257,7 @@ def test_a_job_is_prepared_by_its_plan_not_by_probing_its_attributes():
             assert not (probe and isinstance(subject, ast.Name) and subject.id in probed), (
                 f"{rel}:{node.lineno} probes a job's attributes: read its plan (job.plan / job.planned())"
             )
-    tree = ast.parse((REPO / "core" / "studio" / "job.py").read_text(encoding="utf-8"))
+    tree = ast.parse((REPO / "core" / "studio" / "jobs" / "job.py").read_text(encoding="utf-8"))
     job = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "PredictJob")
     assigned: dict[str, set[str]] = {}
     for method in (n for n in job.body if isinstance(n, ast.FunctionDef)):
@@ -319,3 +323,214 @@ def test_core_reads_the_environment_when_used_not_on_import():
     sample = "import os\nA = os.environ.get('X')\nB = os.getenv('Y')\nclass C:\n    D = os.environ['Z']\n"
     sample += "def f(e=os.getenv('W')):\n    return os.environ.get('V')\ng = lambda: os.getenv('U')\n"
     assert _import_time_environment_reads(ast.parse(sample)) == [2, 3, 5, 6]
+
+
+# ------------------------------------------------------------------ a layout that shows it (#27, item 5)
+# The layers of core at import time, lowest first: a module's import statements that run on import name only its
+# own layer and the ones listed before it (docs/architecture.md). Task modules are declarations at import (stdlib
+# only; their methods call the pipeline at run time), so the registry and the catalogue of tasks and sizes sit
+# low: the model, checkpoint and pipeline layers read them.
+CORE_LAYERS = (
+    "core",  # errors, dtypes, timing, chunks
+    "core.data",
+    "core.tasks",
+    "core.catalogue",
+    "core.arch",
+    "core.shading",
+    "core.formats",
+    "core.pipeline",
+    "core.checkpoints",
+    "core.onnx",
+    "core.testing",
+    "core.studio",
+)
+# The sub-packages of core/studio, lowest first (the same rule inside the engine). A package's own __init__
+# (`engines/__init__`: the engine names the CLI parser shows) is a name list, not a dependency.
+STUDIO_LAYERS = (
+    "errors",
+    "sources",
+    "runtime",
+    "compute",
+    "views",
+    "store",
+    "jobs",
+    "checks",
+    "engines",
+    "studio",
+)
+
+
+def _layer(name: str, layers: tuple[str, ...]) -> int:
+    best = max((layer for layer in layers if name == layer or name.startswith(layer + ".")), key=len)
+    return layers.index(best)
+
+
+def _import_time_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Project modules that `name` imports when it is imported: module-level statements (inside `if`/`try` too),
+    not those in functions nor under `if TYPE_CHECKING`."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    nodes = list(ast.parse(path.read_text(encoding="utf-8")).body)
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+            nodes.extend(node.body + node.orelse)
+        elif isinstance(node, ast.Try):
+            nodes.extend(node.body + node.orelse + node.finalbody)
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            out |= {
+                c for c in (base, *(f"{base}.{a.name}" for a in node.names)) if c in modules and c != name
+            }
+    return out
+
+
+def test_core_imports_follow_the_layers():
+    """Imports point down the layers of docs/architecture.md: `core/arch` knows nothing above it, the model
+    layers never import the engine at all (see test_imports_only_point_down), and at import time no module
+    reaches a layer listed after its own."""
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        if name.startswith("core"):
+            own = _layer(name, CORE_LAYERS)
+            ups = {d for d in _import_time_imports(name, path, modules) if _layer(d, CORE_LAYERS) > own}
+            wrong += [f"{name} -> {d}" for d in sorted(ups)]
+    assert not wrong, f"imports that point up the layers: {wrong}"
+
+
+def test_studio_sub_packages_follow_their_order():
+    """core/studio is split by concern (sources, runtime, compute, views, store, jobs, checks, engines) and each
+    imports only those before it: the output store never reaches into a job, a view never into the store."""
+    modules = _modules()
+    wrong = []
+    for name, path in modules.items():
+        if not name.startswith("core.studio."):
+            continue
+        own = STUDIO_LAYERS.index(name.split(".")[2])
+        for dep in _imports(name, path, modules):
+            if not dep.startswith("core.studio.") or modules[dep].name == "__init__.py":
+                continue
+            if STUDIO_LAYERS.index(dep.split(".")[2]) > own:
+                wrong.append(f"{name} -> {dep}")
+    assert not wrong, f"core/studio imports that point up its sub-packages: {wrong}"
+    assert not [p.name for p in (REPO / "core" / "studio").glob("*.py")] or {
+        p.name for p in (REPO / "core" / "studio").glob("*.py")
+    } == {"__init__.py", "errors.py", "studio.py"}, (
+        "core/studio's top holds only its API; modules go in a sub-package"
+    )
+
+
+def test_no_two_core_modules_share_a_name():
+    """A name says what a module does, once: no two `boxes.py` or `temporal.py` in core/. A layer's own error
+    module (`errors.py`, one subclass per layer) and package `__init__.py` files are the convention's exceptions."""
+    seen: dict[str, list[str]] = {}
+    for path in _core():
+        if path.name not in ("__init__.py", "errors.py"):
+            seen.setdefault(path.name, []).append(path.relative_to(REPO).as_posix())
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+
+
+def test_tests_mirror_the_package_layout():
+    """Unit tests sit in the mirror of the package they test (tests/core/studio/jobs/ for core/studio/jobs/);
+    host integration tests are apart (tests/comfy: real ComfyUI servers, tests/blender: real bpy); only the
+    checks of the whole repository (this file, the docs' examples) and shared helpers sit at the top."""
+    hosts = {"comfy", "blender"}
+    tests = REPO / "tests"
+    for folder in sorted(p for p in tests.rglob("*") if p.is_dir() and p.name != "__pycache__"):
+        rel = folder.relative_to(tests)
+        if rel.parts[0] in hosts:
+            continue
+        assert (REPO / rel).is_dir(), f"tests/{rel.as_posix()} mirrors no package folder"
+        assert list(folder.glob("test_*.py")) or any(folder.iterdir()), f"tests/{rel.as_posix()} is empty"
+    top = {p.name for p in tests.glob("test_*.py")}
+    assert top <= {"test_architecture.py", "test_docs_examples.py"}, (
+        f"tests at the top that test one package: {top}"
+    )
+
+
+# ------------------------------------------------------------------ the "never" column of the layer table
+def _all_imports(path: Path) -> set[str]:
+    """Every module name an import statement in the file names (absolute), at any depth."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_model_layers_never_pick_a_device_or_dtype():
+    """core/arch and core/checkpoints run on what they are given: no probing of the machine for a device or a
+    dtype (the one `auto` rule is core/dtypes, devices are the engine's `runtime/execution`)."""
+    for folder in ("core/arch", "core/checkpoints"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Attribute) and node.attr in ("is_available", "is_bf16_supported"):
+                    raise AssertionError(f"{path.relative_to(REPO)}:{node.lineno} probes the machine")
+
+
+def test_task_modules_never_import_the_engine_or_heavy_libraries_on_import():
+    """core/tasks never imports core/studio or a front-end, and imports numpy/torch only inside methods: the
+    CLI's parser reads the registry without them."""
+    for path in sorted((REPO / "core" / "tasks").rglob("*.py")):
+        assert not {
+            m for m in _all_imports(path) if m.startswith(("sapiens2_studio.core.studio", "comfy", "bpy"))
+        }
+        assert not _top_level_imports_at_module_level(path) & {"numpy", "torch"}, path.name
+        text = path.read_text(encoding="utf-8")
+        assert "..studio" not in text and "...cli" not in text and "comfy_nodes" not in text, path.name
+
+
+def _top_level_imports_at_module_level(path: Path) -> set[str]:
+    """Top-level package names imported by statements that run on import (module body, `if TYPE_CHECKING` aside)."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_pipeline_never_writes_files():
+    """core/pipeline computes; files are written by core/formats (and the engine's output store)."""
+    writers = {"write_bytes", "write_text", "save", "savez", "savez_compressed", "imwrite", "tofile", "dump"}
+    for path in sorted((REPO / "core" / "pipeline").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                assert called not in writers, (
+                    f"{path.relative_to(REPO)}:{node.lineno} writes a file ({called})"
+                )
+                if called == "open" and len(node.args) > 1:
+                    mode = node.args[1]
+                    assert not (isinstance(mode, ast.Constant) and set(str(mode.value)) & set("wax+")), (
+                        path.name
+                    )
+
+
+def test_formats_never_run_models_nor_look_at_imports():
+    """core/formats is numpy only: no torch (it never runs a model) and no behaviour keyed on `sys.modules`
+    (the fast float16 cast is handed in by the caller)."""
+    for path in sorted((REPO / "core" / "formats").rglob("*.py")):
+        assert not {m for m in _all_imports(path) if m.split(".")[0] == "torch"}, path.name
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            assert not (
+                isinstance(node, ast.Attribute)
+                and node.attr == "modules"
+                and getattr(node.value, "id", "") == "sys"
+            ), path.name
+
+
+def test_the_blender_addon_never_imports_the_engine():
+    """The add-on ships alone: it reads bundles and, to predict, starts the installed CLI as a child process."""
+    for path in sorted((REPO / "blender_addon").rglob("*.py")):
+        if "wheels" in path.parts:
+            continue
+        imported = _all_imports(path)
+        assert not {m for m in imported if m.split(".")[0] in ("sapiens2_studio", "torch")}, path
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                depth = len(path.relative_to(REPO / "blender_addon").parts) - 1
+                assert node.level <= depth + 1, f"{path}: a relative import leaves the add-on"

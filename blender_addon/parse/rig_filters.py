@@ -19,7 +19,8 @@ import numpy as np
 
 from .rig_keypoints import KeypointIndex, body_names
 
-# Defaults of the clean-up at strength 1 (measured on tests/blender/rig_truth_walk.py, see tests/test_rig_solver.py):
+# Defaults of the clean-up at strength 1 (measured on tests/blender/rig_truth_walk.py, see
+# tests/blender_addon/test_rig_solver.py):
 # still joints are filtered at MIN_CUTOFF; every rad/s of joint speed in the surrounding ENVELOPE frames opens the
 # cut-off by BETA, which keeps a +-20 deg, 4 Hz limb motion within 5 % of its amplitude.
 MIN_CUTOFF = 1.0  # Hz

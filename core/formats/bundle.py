@@ -248,7 +248,7 @@ def stage_bundle(
 ) -> dict[str, Any]:
     """Write the frame's EXR to the temporary `exr_tmp` and return its JSON document, committing nothing.
 
-    The hook for writers that commit a bundle together with other files (`core.studio.transaction` renames the
+    The hook for writers that commit a bundle together with other files (`core.studio.store.transaction` renames the
     EXR and the other files and writes the JSON last); `write_bundle` is this plus the JSON and the renames.
     `compression`: one of EXR_COMPRESSIONS (None: the default); `half`: the float16 converter the caller hands
     in (core/formats/casting.py; None: numpy's, to the same bits)."""

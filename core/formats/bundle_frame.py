@@ -62,7 +62,7 @@ class CaptureFrame:
     normals are unit OpenCV-frame vectors (the canonical frame); seg holds class ids; mask is 0..1.
     `alpha` is the matting model's soft alpha (0..1) and `foreground` its straight (un-premultiplied) colour,
     sRGB-encoded like `image`; a foreground needs its alpha (the EXR stores them pre-multiplied, see above).
-    `checks`: the cross-task geometry report (`core.studio.checks.GeometryReport` or its `to_dict()`), stored
+    `checks`: the cross-task geometry report (`core.studio.compute.geometry_checks.GeometryReport` or its `to_dict()`), stored
     as the JSON's `checks` object when given. `notes`: what the reader did to bring an older file up to date.
     """
 

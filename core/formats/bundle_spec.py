@@ -22,7 +22,7 @@ FORMAT_VERSION = "1.1"
 # Normals of bundles older than this hold the model's frame (OpenGL: x right, y up, z toward the viewer)
 # under the label "opencv". Converting them to OpenCV negates y and z; this must equal
 # `core.shading.conventions.frame_signs(MODEL_NORMAL_FRAME, CANONICAL_FRAME)` (formats stay numpy-only, so the
-# signs are written out here; tests/test_normal_frame.py checks that they agree).
+# signs are written out here; tests/core/studio/test_normal_frame.py checks that they agree).
 CANONICAL_NORMALS_SINCE = (1, 1)
 LEGACY_NORMAL_SIGNS = (1.0, -1.0, -1.0)
 

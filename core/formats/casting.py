@@ -4,9 +4,9 @@ Why: numpy 2.4 converts float32 and bool to float16 one value at a time (≈ 3�
 depending on the CPU), while torch converts with the CPU's vector instructions (≈ 8× faster). The formats layer
 must not depend on torch (Blender and bundle tools read and write bundles without it), and what it does must not
 depend on which modules a process happens to have imported; so the choice is explicit: a writer whose caller has
-torch (core/studio, `core/studio/half_cast.torch_half`) passes that converter as `half`, every other writer casts
+torch (core/studio, `core/studio/runtime/half_cast.torch_half`) passes that converter as `half`, every other writer casts
 with numpy. Both round to nearest even: all 4,278,190,080 non-NaN float32 bit patterns give the same half-float
-bits (checked exhaustively once; tests/test_exr_fast_paths.py checks millions of patterns and every rounding
+bits (checked exhaustively once; tests/core/formats/test_exr_fast_paths.py checks millions of patterns and every rounding
 boundary); a NaN stays a NaN, its payload bits may differ (8,388,606 of the 16,777,214 NaN patterns do).
 """
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import OnnxError, OnnxExportError, OnnxFileError, OnnxMissingError
 from .export import ExportReport, export_onnx
-from .metadata import OnnxMetadata
+from .file_metadata import OnnxMetadata
 from .session import OnnxModel, choose_providers, read_metadata
 
 __all__ = [

@@ -28,7 +28,7 @@ from ..checkpoints.loader import load_model
 from ..pipeline.preprocess import NET_H, NET_W
 from .compat import exportable
 from .errors import INSTALL_HINTS, OnnxExportError, OnnxMissingError
-from .metadata import INPUT_NAME, OnnxMetadata, build_props, graph_outputs, parse_props
+from .file_metadata import INPUT_NAME, OnnxMetadata, build_props, graph_outputs, parse_props
 from .wire import data_file, seal
 
 WEIGHT_DTYPES = {"fp32": torch.float32, "fp16": torch.float16}

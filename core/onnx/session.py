@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..arch.errors import ModelOverflowError
 from .errors import INSTALL_HINTS, OnnxError, OnnxFileError, OnnxMissingError
-from .metadata import INPUT_NAME, OnnxMetadata, parse_props
+from .file_metadata import INPUT_NAME, OnnxMetadata, parse_props
 from .wire import verify
 
 # Best first; CPU is always the last resort. TensorRT builds an engine per input shape on first use (minutes for

@@ -13,7 +13,7 @@ Typical use::
 
 from .boxes import NoPersonFoundError, boxes_from_labels, connected_components, normalize_box, whole_image_box
 from .images import ImageInputError, ImageSource, PreparedImage, prepare_image
-from .matting import predict_matting
+from .matting_predictor import predict_matting
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps, flip_back
 from .postprocess import (
     MATTE_EPS,

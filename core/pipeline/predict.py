@@ -27,7 +27,7 @@ from ..timing import stage
 from .boxes import boxes_for_image
 from .errors import PipelineError, PredictionInterrupted, TaskMismatchError
 from .images import AlphaMode, ImageSource, PreparedImage
-from .matting import predict_matting
+from .matting_predictor import predict_matting
 from .metadata import flip_indices
 from .pose_decode import average_flip, crop_to_image, decode_heatmaps
 from .postprocess import (

@@ -4,7 +4,7 @@ Layers and rules: docs/architecture.md. The pieces a script needs are importable
 
     from sapiens2_studio.core.studio import JobSpec, Studio, run_job
 
-They are loaded on first use (PEP 562), so the light modules here (`engines`, `pipelining`, `errors`) can be
+They are loaded on first use (PEP 562), so the light modules here (`engines`, `runtime.pipelining`, `errors`) can be
 imported without torch — the CLI's parser does, and `sapiens2 --help` stays instant.
 """
 
@@ -14,24 +14,24 @@ from importlib import import_module
 from typing import Any
 
 _LAZY = {
-    "TaskBatch": ".batches",
-    "capture_frames": ".capture",
+    "TaskBatch": ".sources.batches",
+    "capture_frames": ".compute.capture",
     "InputError": ".errors",
     "OutOfMemoryError": ".errors",
     "OutputError": ".errors",
     "StudioError": ".errors",
-    "ExecutionPlan": ".execution",
-    "plan_execution": ".execution",
-    "Host": ".host",
-    "JobReport": ".job",
-    "JobSpec": ".job",
-    "PredictJob": ".job",
+    "ExecutionPlan": ".runtime.execution",
+    "plan_execution": ".runtime.execution",
+    "Host": ".runtime.host",
+    "JobReport": ".jobs.job",
+    "JobSpec": ".jobs.job",
+    "PredictJob": ".jobs.job",
     "run_job": ".engines.dispatch",
-    "LoadedModel": ".models",
-    "ModelCache": ".models",
+    "LoadedModel": ".runtime.models",
+    "ModelCache": ".runtime.models",
     "Studio": ".studio",
-    "TaskOptions": ".tasks",
-    "run_tasks": ".tasks",
+    "TaskOptions": ".compute.run_tasks",
+    "run_tasks": ".compute.run_tasks",
 }
 __all__ = sorted(_LAZY)
 

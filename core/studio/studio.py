@@ -10,11 +10,11 @@ from .. import catalogue
 from ..checkpoints import hub
 from ..checkpoints.loader import refuse_size_contradiction
 from ..formats.bundle import CaptureFrame
-from .batches import TaskBatch
-from .capture import capture_frames
-from .host import Host
-from .models import LoadedModel, ModelCache
-from .tasks import TaskOptions, run_tasks
+from .compute.capture import capture_frames
+from .compute.run_tasks import TaskOptions, run_tasks
+from .runtime.host import Host
+from .runtime.models import LoadedModel, ModelCache
+from .sources.batches import TaskBatch
 
 
 class Studio:

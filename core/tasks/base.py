@@ -25,7 +25,7 @@ class Layer:
 
     name: the layer's id (also the key of the disk estimate); channels: EXR channel names; pixel_type: "half" |
     "float"; bytes_per_pixel: compression ("none", "zip", "zips") → bytes per pixel on disk, measured on real
-    runs (`core.studio.estimate`); meaning: one line for the bundle JSON and docs.
+    runs (`core.studio.jobs.estimate`); meaning: one line for the bundle JSON and docs.
     """
 
     name: str

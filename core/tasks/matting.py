@@ -44,7 +44,7 @@ class MattingTask(Task):
 
     def predict(self, module: Any, images: Any, ctx: PredictContext) -> list[Any]:
         """Masks are stored with the result; alpha itself is never masked (and never banded)."""
-        from ..pipeline.matting import predict_matting
+        from ..pipeline.matting_predictor import predict_matting
         from .values import dense_masks
 
         return predict_matting(

@@ -19,7 +19,7 @@ from ..arch.config import (
     ModelConfig,
     official_kv_heads,
 )
-from ..arch.heads.dense import OUTPUT_CONV_NAMES as DENSE_OUTPUT_CONVS
+from ..arch.heads.dense_heads import OUTPUT_CONV_NAMES as DENSE_OUTPUT_CONVS
 from ..arch.model import Sapiens2Model
 from ..arch.official_heads import HEADS
 from ..arch.rope import rope_periods

@@ -5,7 +5,7 @@ hips and upper limbs and the head turn freely; the spine bends sideways and twis
 clavicles lift; elbows and knees are hinges about their local X (kept bent by at least 15°) with the forearm's
 twist (pronation) on the forearm; wrists, fingers and the neck swing without twisting; toes stay still.
 
-This file is loaded by path (it is not a package) in two places: ``tests/test_rig_solver.py`` (plain numpy,
+This file is loaded by path (it is not a package) in two places: ``tests/blender_addon/test_rig_solver.py`` (plain numpy,
 forward kinematics in ``rig_truths_common.py``) and the bpy check ``check_rig.py`` (forward kinematics by
 Blender). ``parse`` is the add-on's ``parse`` package (imported by the caller, with or without bpy). It also
 writes the bundles the bpy checks import (below).

@@ -30,7 +30,9 @@ def _write_usd_stages(bundles: Path) -> None:
         return
     from sapiens2_studio.core.formats.usd import export_usd
 
-    spec = importlib.util.spec_from_file_location("sapiens2_usd_tests", HERE.parent / "test_usd_export.py")
+    spec = importlib.util.spec_from_file_location(
+        "sapiens2_usd_tests", HERE.parent / "core" / "formats" / "test_usd_export.py"
+    )
     moving = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(moving)
     folder = bundles / "usd"

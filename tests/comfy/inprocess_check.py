@@ -140,7 +140,7 @@ def main() -> None:
     # Out of memory next to another model (e.g. a diffusion model of the same workflow): the pack asks ComfyUI
     # to evict the other models before it shrinks the chunk, and keeps its own model loaded.
     from sapiens2_pack.comfy_nodes.comfy_host import ComfyHost
-    from sapiens2_pack.core.studio.chunking import run_chunked
+    from sapiens2_pack.core.studio.runtime.chunking import run_chunked
 
     write_synthetic_checkpoint(os.path.join(models, "tiny_pose.safetensors"), task="pose")
     other, _ = loader.execute("tiny_pose.safetensors", "pose", "1b", "auto", "auto", False).args

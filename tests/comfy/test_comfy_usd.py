@@ -1,7 +1,7 @@
 """Sapiens2 Save USD on the real ComfyUI servers (every host of the matrix): a batch of three images becomes one
 animated stage in ComfyUI's output folder, opened here with usd-core and checked against the capture bundle that
 Save Capture Bundle writes from the same inputs in the same prompt (one engine: both build their frames with
-core.studio.capture); bad input gives a node error in ComfyUI's words.
+core.studio.compute.capture); bad input gives a node error in ComfyUI's words.
 """
 
 from __future__ import annotations

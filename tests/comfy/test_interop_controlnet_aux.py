@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 from sapiens2_studio.comfy_nodes.labels import POSE_FORMATS, first
 from sapiens2_studio.core.formats import keypoints as kf
-from sapiens2_studio.core.studio import openpose_render
+from sapiens2_studio.core.studio.views import openpose_render
 from sapiens2_studio.core.testing.people import standing_person
 
 pytestmark = pytest.mark.comfyui

@@ -111,7 +111,7 @@ def bundles(client, comfy_server, comfy_harness, tmp_path_factory):
     from sapiens2_studio.cli.main import main
     from sapiens2_studio.core.formats.bundle import read_bundle, write_bundle
     from sapiens2_studio.core.studio import Studio
-    from sapiens2_studio.core.studio.inputs import load_image
+    from sapiens2_studio.core.studio.sources.inputs import load_image
 
     work = tmp_path_factory.mktemp("one_engine")
     models = comfy_server.base / "models" / "sapiens2"

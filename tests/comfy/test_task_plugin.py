@@ -25,7 +25,7 @@ import pytest
 pytestmark = pytest.mark.comfyui
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "garment_seg"
-CPU_TORCH = "torch==2.13.0"  # the CPU wheel the test venvs use (tests/test_selftest.py), from pip's cache
+CPU_TORCH = "torch==2.13.0"  # the CPU wheel the test venvs use (tests/core/studio/checks/test_selftest.py), from pip's cache
 CHECKPOINT = "sapiens2_garment.safetensors"
 WORKFLOW = EXAMPLE / "workflows" / "garment_run_task.json"
 

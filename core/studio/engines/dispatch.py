@@ -3,8 +3,8 @@ between hydrating its staging folder and publishing it (`remote.py`): the same f
 
 from __future__ import annotations
 
-from ..host import Host
-from ..job import ItemFn, JobReport, JobSpec, PredictJob
+from ..jobs.job import ItemFn, JobReport, JobSpec, PredictJob
+from ..runtime.host import Host
 
 
 def run_prepared(job: PredictJob) -> JobReport:

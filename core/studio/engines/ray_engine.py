@@ -29,14 +29,14 @@ from typing import TYPE_CHECKING, Any
 from ...timing import merge_stages
 from .. import errors
 from ..errors import EngineError, FinalizeError, OutputError
-from ..finalize import chunk_markers, finalize
-from ..lock import lock_output
-from ..resume import RunInfo
+from ..jobs.finalize import chunk_markers, finalize
+from ..store.lock import lock_output
+from ..store.resume import RunInfo
 from . import INSTALL_HINTS
 from .units import UnitResult, WorkUnit, run_unit, split_work
 
 if TYPE_CHECKING:
-    from ..job import JobReport, PredictJob
+    from ..jobs.job import JobReport, PredictJob
 
 MAX_ATTEMPTS = 3  # a unit whose workers die this often is reported failed (it may be what kills them)
 
@@ -54,7 +54,7 @@ class UnitWorker:
     """One Ray actor: a worker process holding the job's models (loaded on first use, kept across units)."""
 
     def __init__(self, spec: Any, checkpoints: dict[str, Path], threads: int | None) -> None:
-        from ..models import ModelCache
+        from ..runtime.models import ModelCache
 
         if threads:
             import torch
@@ -66,7 +66,7 @@ class UnitWorker:
         self.name = f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, unit: WorkUnit, run: RunInfo, retry: bool) -> UnitResult:
-        from ..job_plan import Member
+        from ..jobs.job_plan import Member
 
         return run_unit(self.spec, unit, Member(run, self.cache, retry), self.checkpoints, worker=self.name)
 
@@ -82,11 +82,11 @@ def run_on_ray(job: PredictJob) -> JobReport:
     lock = lock_output(out, job.run_info.id, host)
     started_ray = False
     try:
-        from ..job_plan import recover_left_overs
+        from ..jobs.job_plan import recover_left_overs
 
         recover_left_overs(out, host)
         if job.spec.clean and plan.check is not None:  # as the local engine: asked for
-            from ..orphans import remove_orphans
+            from ..store.orphans import remove_orphans
 
             remove_orphans(plan.check.orphans)
             report.removed, report.orphaned = report.orphaned, []

@@ -23,7 +23,7 @@ from typing import Any
 
 from ...timing import StageTime
 from ..errors import InputError, StudioError
-from ..inputs import ImageJob, SequenceJob
+from ..sources.inputs import ImageJob, SequenceJob
 
 UNITS_PER_WORKER = 4  # enough units for the workers to even out, few enough that per-unit set-up stays small
 MIN_UNIT_FRAMES = 4  # below this a unit's set-up (lock, plan, writer threads) weighs against its frames
@@ -130,8 +130,8 @@ def run_unit(
 ) -> UnitResult:
     """Run `unit` as a member of the driver's run (`job_plan.Member`) in this process; errors that stop the job
     are returned, not raised, so that they cross to the driver as plain data."""
-    from ..host import Host
-    from ..job import PredictJob
+    from ..jobs.job import PredictJob
+    from ..runtime.host import Host
 
     result = UnitResult(unit.index, worker=worker)
     host = Host(on_note=None)

@@ -261,7 +261,7 @@ def test_foot_lock_plants_the_rigs_feet_on_the_walk(addon, bundles):
 
 
 # The walking truth with 3 mm noise, 5 % dropped joints, default clean-up (noise seed 5): the numpy test's bounds
-# (tests/test_rig_solver.py WALK_BOUNDS, measured there 1.5-1.9 deg on the spine, 2.4-2.5 on the hips, 1.8-2.2 on
+# (tests/blender_addon/test_rig_solver.py WALK_BOUNDS, measured there 1.5-1.9 deg on the spine, 2.4-2.5 on the hips, 1.8-2.2 on
 # the neck, 4.0-4.4 on thigh and shin, 4.6-4.8 on the feet, 9.5-15.6 on the arms): the spine, hips, neck and head at
 # the 3 deg, the rest regression bounds -- 3 mm is beyond what the keypoints tell about hands, upper arms
 # and fingers (the numpy oracle test); fingers are not bounded.

@@ -3,7 +3,7 @@ add-on's USD export command written by Blender's own exporter. No ``pxr`` here: 
 
 The stages are written by the outer process (``tests/blender/test_blender_addon.py``, ``usd/`` in the bundles
 folder): ``figure.usdc`` from the 768x1024 figure bundle, ``moving.usdc`` / ``moving.usdz`` from the moving capture
-of ``tests/test_usd_export.py`` (15 frames at 30 fps, two tracked people, one entering and leaving).
+of ``tests/core/formats/test_usd_export.py`` (15 frames at 30 fps, two tracked people, one entering and leaving).
 
 - the mesh seen through the imported camera lines up with the plate: a Cycles silhouette render vs the bundle's
   person mask (IoU >= 0.98), and every vertex projects onto its own pixel centre within 0.01 px;

@@ -1,0 +1,4 @@
+"""Checks of predictions and of an install: cross-task geometry, `sapiens2 check`, `sapiens2 selftest`.
+
+Docs: docs/architecture.md (layout).
+"""

@@ -1,0 +1,159 @@
+"""A predict job's plan: what `PredictJob.prepare` works out before any model loads, fixed for the whole run.
+
+A job is a descent, plan → compute → commit: `make_plan` (here) validates everything cheap (inputs, boxes file,
+checkpoint headers, the output folder and its free space) and returns one immutable `RunPlan`; the runners
+(`job_images.py`, `job_sequences.py`) consume it, planning each frame against what earlier runs left
+(`resume.plan_frame`), computing it (`stages.compute_frames`) and committing it (`stages.commit_frame`). The
+local engine and the Ray engine run from the same plan: the Ray driver splits `RunPlan.jobs` into work units,
+and each unit runs under a `unit_plan` of its own jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from ...formats.bundle import CaptureFrame
+from ...formats.exr import require_openexr
+from ..errors import NonFiniteOutputError
+from ..runtime.host import Host
+from ..runtime.models import ModelCache, check_checkpoint
+from ..sources.given_boxes import BoxesFile, read_boxes_file
+from ..sources.inputs import ImageJob, SequenceJob, collect_inputs
+from ..store.remote import RemoteOutput
+from ..store.resume import RunInfo
+from ..store.transaction import clean_stale_temporaries, recover_commits
+from .job_checkpoints import resolve_checkpoints
+from .job_spec import JobReport, JobSpec
+from .pipelining import OrderedWriter
+from .preflight import OutputCheck, check_output_folder
+from .stages import FrameItem
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run does, decided once before it starts. `jobs`: the inputs in order (single images and
+    sequences); `boxes`: the person boxes file, if any; `paths`: task → checkpoint file (header-checked);
+    `check`: the output folder's preflight (free space, orphans), None for a work unit (its driver checked)."""
+
+    jobs: tuple[ImageJob | SequenceJob, ...]
+    boxes: BoxesFile | None
+    paths: Mapping[str, Path]
+    check: OutputCheck | None = None
+
+    @property
+    def images(self) -> list[ImageJob]:
+        """The single images, in input order (they run first)."""
+        return [j for j in self.jobs if isinstance(j, ImageJob)]
+
+    @property
+    def sequences(self) -> list[SequenceJob]:
+        """The sequences, in input order (after the single images)."""
+        return [j for j in self.jobs if isinstance(j, SequenceJob)]
+
+    @property
+    def total(self) -> int | None:
+        """The number of images to process when known in advance (a video's frame count is not)."""
+        if any(j.video is not None for j in self.sequences):
+            return None
+        return sum(1 if isinstance(j, ImageJob) else len(j.frames) for j in self.jobs)
+
+
+def _frozen(
+    jobs: Sequence[ImageJob | SequenceJob],
+    boxes: BoxesFile | None,
+    paths: dict[str, Path],
+    check: OutputCheck | None = None,
+) -> RunPlan:
+    return RunPlan(tuple(jobs), boxes, MappingProxyType(dict(paths)), check)
+
+
+def make_plan(
+    spec: JobSpec, out: Path, tasks: tuple[str, ...], remote: RemoteOutput | None = None
+) -> RunPlan:
+    """Everything cheap, before any model loads: inputs, boxes file, checkpoints (header only: task and keys),
+    the output folder and its free space; a typo or a full disk fails in a second, not after a model loaded."""
+    require_openexr()  # bundles need it
+    jobs = collect_inputs([str(p) for p in spec.inputs])
+    boxes = read_boxes_file(spec.boxes_file)
+    paths = resolve_checkpoints(spec)
+    for task, path in paths.items():  # wrong task or a damaged file: fail before any folder work
+        check_checkpoint(path, task=task, runtime=spec.runtime)
+    if remote is not None:
+        remote.check()  # reachable, before the staging folder is looked at
+    check = check_output_folder(
+        out,
+        jobs,
+        tasks,
+        previews=spec.previews,
+        mesh=spec.mesh,
+        compression=spec.exr_compression,
+        space_check=spec.space_check,
+    )
+    return _frozen(jobs, boxes, paths, check)
+
+
+def unit_plan(spec: JobSpec, jobs: Sequence[ImageJob | SequenceJob]) -> RunPlan:
+    """A work unit's plan: the driver collected and checked the inputs and the output folder already; the
+    checkpoints are the driver's resolved files (`spec.checkpoints`)."""
+    require_openexr()
+    return _frozen(jobs, read_boxes_file(spec.boxes_file), resolve_checkpoints(spec))
+
+
+class RunningJob(Protocol):
+    """What the runners (`job_images.py`, `job_sequences.py`) use of the running job (`job.PredictJob`): its
+    spec, the run its frames carry, and the per-frame compute and commit stages."""
+
+    spec: JobSpec
+    out: Path
+    tasks: tuple[str, ...]
+    report: JobReport
+    run_info: RunInfo
+    batch: int
+    frame_writer: OrderedWriter | None
+
+    def compute(
+        self, items: list[FrameItem]
+    ) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]: ...
+
+    def commit(
+        self,
+        item: FrameItem,
+        frame: CaptureFrame,
+        run: RunInfo,
+        done: Callable[[], Any] | None = None,
+        temporal: dict[str, Any] | None = None,
+    ) -> None: ...
+
+    def kept(self, plan: Any) -> None: ...
+
+    def item_done(self, label: str) -> None: ...
+
+    def expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Any: ...
+
+    def make_folder(self, folder: Path) -> None: ...
+
+
+@dataclass
+class Member:
+    """A predict job run as one work unit of a distributed run (`engines/`): it joins the run's shared lock and
+    leaves recovery, the temporal pass and the indexes to the driver. `run`: the run its frames carry; `cache`:
+    the worker's models, kept across units (weights load once per worker); `retry`: the unit runs again after
+    its worker died, so frames this run already committed count as done (verified) and are not written twice,
+    while frames of other runs are treated as in the first attempt."""
+
+    run: RunInfo
+    cache: ModelCache
+    retry: bool = False
+
+
+def recover_left_overs(out: Path, host: Host) -> None:
+    """Under the exclusive lock: complete the commits killed runs left half done, remove their temporaries."""
+    recovered = recover_commits(out)
+    if recovered:
+        host.note(f"completed {len(recovered)} frame commit(s) that an interrupted earlier run had started")
+    removed = clean_stale_temporaries(out)
+    if removed:
+        host.note(f"removed {len(removed)} temporary file(s) left by an interrupted earlier run")
