@@ -19,6 +19,7 @@ from ..catalogue import ALL_TASKS, parse_official_name, task_file_hint
 from ..dtypes import UnknownDtypeError
 from ..dtypes import resolve_dtype as resolve_choice
 from .errors import CheckpointError
+from .identity import CheckpointIdentity, identify
 from .infer import infer_config
 from .reader import SafetensorsReader, pickle_refusal, sniff_format
 
@@ -176,7 +177,6 @@ def load_model(
         `rope_embed.periods` always stays bfloat16.
     """
     device = torch.device(device)
-    reader: SafetensorsReader | None = None
     tensors: Mapping[str, torch.Tensor] | None = None
     if isinstance(source, Mapping):
         tensors = source
@@ -186,19 +186,38 @@ def load_model(
         name = path.name
         if not path.is_file():
             raise CheckpointError(f"checkpoint not found: {path}")
-        kind = sniff_format(path)
-        if kind.startswith("pickle"):
-            if not allow_pickle:
-                raise pickle_refusal(path)
-            tensors = _pickle_state_dict(path)
-        else:
-            reader = SafetensorsReader(path)
-    shapes = reader.shapes if reader is not None else {k: tuple(v.shape) for k, v in tensors.items()}
+        if not sniff_format(path).startswith("pickle"):  # a safetensors file: its identity, then its weights
+            return load_identity(identify(path, task=task, rope_dtype=rope_dtype), device, dtype)
+        if not allow_pickle:
+            raise pickle_refusal(path)
+        tensors = _pickle_state_dict(path)
+    shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+    model = checked_model(shapes, name, task=task, rope_dtype=rope_dtype, dtype=dtype, device=device)
+    if any(t.device.type == "meta" for t in tensors.values()):
+        device = torch.device("meta")
+    if device.type != "meta":
+        model.materialize_(device)
+        _fill(model, None, tensors, model.cfg.task != "pretrain")
+    return model.eval().requires_grad_(False)
+
+
+def checked_model(
+    shapes: Mapping[str, tuple[int, ...]],
+    name: str,
+    *,
+    task: str | None = None,
+    rope_dtype: str = "bf16",
+    dtype: str | torch.dtype | None = None,
+    device: torch.device | None = None,
+) -> Sapiens2Model:
+    """The model `shapes` describe, built on the meta device in the dtype `dtype` resolves to on `device`, and
+    checked against every key and shape (strict). A file of another `task` is refused before its keys are
+    compared."""
     sources: set[str] = set()
     cfg = infer_config(shapes, rope_dtype=rope_dtype, reads=sources)
     if task is not None and cfg.task != task:
         raise wrong_task(name, cfg.task, task)
-    target_dtype = resolve_dtype(dtype, device)
+    target_dtype = resolve_dtype(dtype, device if device is not None else torch.device("meta"))
     model = Sapiens2Model(cfg, device="meta", dtype=target_dtype)
     prefixed = cfg.task != "pretrain"
     layout = "task file: backbone.* + decode_head.*" if prefixed else "pretrain file: bare backbone keys"
@@ -210,11 +229,24 @@ def load_model(
         f"{name}, {layout}, {len(shapes)} keys, inferred {cfg.backbone.size_name} {cfg.task}",
         odd=odd_tensor(shapes, expected, sources, rope_dtype=rope_dtype) if disputed else None,
     )
-    if tensors is not None and any(t.device.type == "meta" for t in tensors.values()):
-        device = torch.device("meta")
+    return model
+
+
+def load_identity(
+    identity: CheckpointIdentity, device: str | torch.device = "cpu", dtype: str | torch.dtype | None = None
+) -> Sapiens2Model:
+    """The model of a checked checkpoint (`identity.identify`), its weights streamed from the header parsed
+    then: no second header read, no second key check. A file changed since is identified again."""
+    if identity.header is None or identity.config is None:
+        raise CheckpointError(f"{identity.name} has no parsed safetensors header to load weights from")
+    if not identity.is_current():  # replaced on disk since: what it is now is what loads
+        rope = identity.config.backbone.rope_dtype
+        identity = identify(identity.path, task=identity.task, rope_dtype=rope, hash_home=identity.hash_home)
+    device = torch.device(device)
+    model = Sapiens2Model(identity.config, device="meta", dtype=resolve_dtype(dtype, device))
     if device.type != "meta":
         model.materialize_(device)
-        _fill(model, reader, tensors, prefixed)
+        _fill(model, identity.header, None, identity.config.task != "pretrain")
     return model.eval().requires_grad_(False)
 
 
@@ -264,14 +296,16 @@ def size_contradiction(name: str, spec: ModelSpec, requested: str | None = None)
     )
 
 
-def refuse_size_contradiction(path: str | os.PathLike, size: str) -> None:
+def refuse_size_contradiction(path: str | os.PathLike | CheckpointIdentity, size: str) -> None:
     """Refuse an official file fetched for an explicitly asked `size` whose architecture (read from the header
-    alone, before any image is read) is another size. Why: the user asked for that size's results; a warning is
-    enough only when the size was not asked for (`size_contradiction`)."""
-    file = Path(path)
+    alone, before any image is read; an identity's, when given one) is another size. Why: the user asked for that
+    size's results; a warning is enough only when the size was not asked for (`size_contradiction`)."""
+    file = path.path if isinstance(path, CheckpointIdentity) else Path(path)
     if file.suffix.lower() != ".safetensors" or not file.is_file():
         return
-    spec = load_model(file, device="meta").spec
+    spec = path.spec if isinstance(path, CheckpointIdentity) else identify(file).spec
+    if spec is None:
+        return
     message = size_contradiction(file.name, spec, requested=size)
     if message is not None:
         raise CheckpointError(
