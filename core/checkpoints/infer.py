@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ..arch.config import BackboneConfig, DenseHeadConfig, HeatmapHeadConfig, ModelConfig
+from ..arch.official_heads import HEADS
 from .errors import CheckpointError
 
 Shapes = Mapping[str, tuple[int, ...]]
@@ -183,8 +184,9 @@ def infer_head(task: str, head: Shapes, in_channels: int) -> HeatmapHeadConfig |
 
     spec = registry.get(task)
     out_name = spec.output_conv
-    # a plug-in task's head is one of core.arch's kinds under its own output conv name
-    own_name = {} if spec.builtin else {"output_name": out_name}
+    # a task without an official head (a plug-in, or a built-in whose weights users train) has a head of one of
+    # core.arch's kinds under its own output conv name
+    own_name = {} if task in HEADS else {"output_name": out_name}
     out_channels = _need(head, f"{out_name}.weight", "decode_head.")[0]
     if spec.head_kind == "heatmap":
         deconv_channels, deconv_kernels = [], []
@@ -267,6 +269,6 @@ def infer_config(shapes: Shapes, *, rope_dtype: str = "bf16", reads: set[str] | 
     from ..tasks import registry
 
     spec = registry.get(task)
-    if not spec.builtin:  # a plug-in task checks its head before anything is built or read
+    if task not in HEADS:  # a task without an official head checks it before anything is built or read
         spec.check_head(head)
     return ModelConfig(backbone=backbone, task=task, head=infer_head(task, head, backbone.embed_dim))

@@ -53,7 +53,7 @@ def tiny_config(
     if task == "pretrain":
         head = None
     elif facts is None:
-        raise CheckpointError(f"unknown task {task!r}")
+        head = _declared_head(task, embed_dim, w)
     elif facts.kind == "heatmap":
         deconvs, convs = facts.tiny_layers
         head = HeatmapHeadConfig(
@@ -79,6 +79,20 @@ def tiny_config(
             **scale,
         )
     return ModelConfig(backbone=backbone, task=task, head=head)
+
+
+def _declared_head(task: str, embed_dim: int, w: int) -> HeatmapHeadConfig | DenseHeadConfig:
+    """A light head for a registered task without an official head (a built-in whose weights users train, or a
+    trusted plug-in): the kind, output conv and output count its task declares (1 output when it takes any)."""
+    from ..tasks import registry
+
+    if not registry.has(task):
+        raise CheckpointError(f"unknown task {task!r}")
+    spec = registry.get(task)
+    channels, name = spec.out_channels or 1, spec.output_conv
+    if spec.head_kind == "heatmap":
+        return HeatmapHeadConfig(embed_dim, (w, w), (4, 4), (w,), (1,), channels, output_name=name)
+    return DenseHeadConfig(embed_dim, (w,) * 4, (w,), (3,), out_channels=channels, output_name=name)
 
 
 def _value(key: str, shape: tuple[int, ...], seed: int) -> torch.Tensor:
