@@ -534,3 +534,15 @@ def test_the_blender_addon_never_imports_the_engine():
             if isinstance(node, ast.ImportFrom) and node.level:
                 depth = len(path.relative_to(REPO / "blender_addon").parts) - 1
                 assert node.level <= depth + 1, f"{path}: a relative import leaves the add-on"
+
+
+def test_banded_maps_are_a_protocol_outside_their_maker():
+    """Banded maps are a writer-side memory strategy: results and every consumer (writers, previews, tasks) know a
+    huge map only by the protocol `core/formats/row_bands.RowBands`; the concrete class is named by the module
+    that makes it alone, so no code keys behaviour on it."""
+    naming = sorted(
+        path.relative_to(REPO).as_posix()
+        for path in _modules().values()
+        if "BandedArray" in path.read_text(encoding="utf-8")
+    )
+    assert naming == ["core/pipeline/banded.py"], naming

@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from .arrays import BandedArray, all_finite, host_array, to_numpy, zero_where_invalid
+from .arrays import all_finite, host_array, to_numpy, zero_where_invalid
 from .bundle_spec import DEPTH, MASK, POINTS
 from .errors import BundleError
 from .exr import linear_to_srgb, srgb_to_linear
+from .row_bands import RowBands
 
 MATTE_EPS = 1.0 / 255.0  # = core.pipeline.postprocess.MATTE_EPS: at or below it the straight colour is 0
 
@@ -98,7 +99,7 @@ def canonical_points(points: Any, *, in_place: bool = False) -> np.ndarray:
     bands, in place when `points` is a writable float32 array that owns its memory (built by the caller, e.g.
     `capture_frames` or `read_bundle`) or `in_place` says the caller gives its memory up (a model result the
     engine drops after capture), else into one new array."""
-    if isinstance(points, BandedArray):  # stays banded: each band is stored as it is made
+    if isinstance(points, RowBands):  # stays banded: each band is stored as it is made
         return points.then(lambda band, rows: stored_points(band)[0])
     pts = to_numpy(points)
     own = (
@@ -137,7 +138,7 @@ def half_flags(flags: np.ndarray) -> np.ndarray:
 
 
 def colour_input(name: str, array: Any, height: int, width: int) -> Any:
-    arr = host_array(array)  # a BandedArray (a huge photo's albedo) is read band by band
+    arr = host_array(array)  # a map read in row bands (a huge photo's albedo) stays banded
     if (
         arr.shape[:2] != (height, width)
         or arr.ndim not in (2, 3)

@@ -2,8 +2,9 @@
 `F.interpolate(x, size, mode="bilinear", align_corners=False)` on the CPU.
 
 Why: a 9000×6000 normal or point map is 648 MB of float32. The engine's job makes such maps band by band while
-the bundle is written (`formats.arrays.BandedArray`) instead of holding them whole, and the bands must equal the
-whole-map resize that the Python API and ComfyUI get, to the bit, or the same photo would give other files.
+the bundle is written (`BandedArray`, this module's one implementation of the writers' `formats.row_bands.RowBands`
+protocol; nothing else names it) instead of holding them whole, and the bands must equal the whole-map resize that
+the Python API and ComfyUI get, to the bit, or the same photo would give other files.
 
 What PyTorch's CPU kernel computes (measured with impulse inputs; float32, fused multiply-adds):
 - per axis: src = fma(scale, dst + ½, −½), clamped at 0, with scale = in / out in float32; i₀ = ⌊src⌋ (at most
@@ -18,7 +19,9 @@ per process; where they differ (another CPU kernel), callers keep the whole-map 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,6 +81,99 @@ class BandedResize:
         resized = self._along_x(needed)
         top, bottom = resized.index_select(1, where[: len(rows)]), resized.index_select(1, where[len(rows) :])
         return bottom.mul_(wy1[:, None]).addcmul_(top, wy0[:, None])  # fma(λ₀ʸ, r₀, λ₁ʸ · r₁), in place
+
+
+RowsMaker = Callable[[np.ndarray], np.ndarray]
+
+
+class BandedArray:
+    """A read-only (H, W, C) float32 map that is made a band of rows at a time, never held whole: the writers'
+    `formats.row_bands.RowBands`, which is all its consumers know of it.
+
+    Why: a 9000×6000 normal or point map is 648 MB of float32, and the job only ever reads it in bands (the
+    EXR writer, 64 rows at a time) or sparsely (the checks' grid, 3D keypoints). `make(rows)` gets sorted unique
+    int64 row indices and returns those rows, (len(rows), W, C); it must give the same values however the rows
+    are grouped. Indexing (`a[rows]`, `a[o::s, o::s]`, `a[ys, xs]`) makes only the rows it needs;
+    `np.asarray(a)` makes the whole map (for writers that need all of it, e.g. previews)."""
+
+    dtype = np.dtype(np.float32)
+    ndim = 3
+
+    def __init__(self, shape: tuple[int, int, int], make: RowsMaker, band_rows: int = 256) -> None:
+        if len(shape) != 3:
+            raise ValueError(f"a BandedArray is (H, W, C), got shape {shape}")
+        self.shape = tuple(int(s) for s in shape)
+        self._make = make
+        self._band_rows = max(1, int(band_rows))
+        self._nonfinite: int | None = None
+
+    @property
+    def size(self) -> int:
+        return self.shape[0] * self.shape[1] * self.shape[2]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def then(self, step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> BandedArray:
+        """This map with `step(band, rows)` applied to every band it makes (e.g. a mask, indexed by `rows`)."""
+        make = self._make
+        return BandedArray(self.shape, lambda rows: step(make(rows), rows), self._band_rows)
+
+    def rows(self, rows: np.ndarray, rest: tuple[Any, ...] = ()) -> np.ndarray:
+        """The given (sorted, unique) rows, each band indexed by `rest` (the key's other axes) as it is made,
+        joined into one array: `a[:, :, 2]` holds Z alone, never the whole (H, W, 3) map."""
+        out: np.ndarray | None = None
+        for start in range(0, len(rows), self._band_rows):
+            band = self._make(rows[start : start + self._band_rows])[(slice(None), *rest)]
+            if out is None:
+                out = np.empty((len(rows), *band.shape[1:]), band.dtype)
+            out[start : start + len(band)] = band
+        return out if out is not None else np.empty((0, *self.shape[1:]), np.float32)[(slice(None), *rest)]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        key = key if isinstance(key, tuple) else (key,)
+        first, rest = (key[0], key[1:]) if key else (slice(None), ())
+        height = self.shape[0]
+        if isinstance(first, slice):
+            return self.rows(np.arange(*first.indices(height), dtype=np.int64), rest)
+        if isinstance(first, (int, np.integer)):
+            row = int(first) + (height if int(first) < 0 else 0)
+            if not 0 <= row < height:
+                raise IndexError(f"row {int(first)} is out of range for {height} rows")
+            return self.rows(np.array([row], np.int64))[(0, *rest)]
+        index = np.asarray(first)
+        if first is not Ellipsis and index.dtype.kind in "iu":
+            index = np.where(index < 0, index + height, index).astype(np.int64)
+            if index.size and (index.min() < 0 or index.max() >= height):
+                raise IndexError(f"a row index is out of range for {height} rows")
+            unique, inverse = np.unique(index, return_inverse=True)
+            return self.rows(unique)[(inverse.reshape(index.shape), *rest)]
+        return np.asarray(self)[key]  # anything else (Ellipsis, boolean masks): on the whole map
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        whole = self.rows(np.arange(self.shape[0], dtype=np.int64))
+        return whole if dtype is None else whole.astype(dtype, copy=False)
+
+    def nonfinite(self) -> int:
+        """Number of NaN/inf values, counted band by band (once: the map never changes)."""
+        if self._nonfinite is None:
+            bands = (
+                self[start : start + self._band_rows] for start in range(0, self.shape[0], self._band_rows)
+            )
+            self._nonfinite = sum(band.size - int(np.count_nonzero(np.isfinite(band))) for band in bands)
+        return self._nonfinite
+
+
+def upscaled_map(source: Tensor, size_hw: tuple[int, int], finish: Callable[[Tensor], Tensor]) -> BandedArray:
+    """The bilinear upscale of one (C, h, w) CPU map to (H, W, C), made a band of rows at a time when read: each
+    band (C, rows, W) goes through `finish` (which may work in place) before it becomes (rows, W, C) numpy."""
+    resize = BandedResize(source, size_hw)
+
+    def make(rows: np.ndarray) -> np.ndarray:
+        with torch.inference_mode():
+            return finish(resize.rows(torch.from_numpy(rows))).permute(1, 2, 0).numpy()
+
+    return BandedArray((*resize.size_hw, int(source.shape[0])), make)
 
 
 # (C, h, w) → (H, W) upscales the self-check makes: small and large factors, odd widths (vector loop tails)

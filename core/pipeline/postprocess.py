@@ -3,23 +3,22 @@ matting alpha and foreground).
 
 All functions take (B, C, 1024, 768) network-resolution tensors of one layout (seg, matting: stretched; dense:
 resized and padded, described by a `DenseLayout`) and work on the tensor's device. The `*_banded` forms give the
-same dense maps as a `BandedArray`, made a band of rows at a time when read (bit-identical, see `banded`).
+same dense maps read in row bands (`formats.row_bands.RowBands`), made when read (bit-identical, see `banded`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..formats.arrays import BandedArray
 from ..formats.bundle import default_camera
+from ..formats.row_bands import RowBands
 from ..shading.conventions import model_to_canonical
-from .banded import BandedResize, exact_here, is_upscale
+from .banded import BandedResize, exact_here, is_upscale, upscaled_map
 from .errors import PipelineError
 from .preprocess import NET_W, DenseLayout
 
@@ -146,18 +145,13 @@ def can_band(layout: DenseLayout) -> bool:
     return is_upscale((y1 - y0, x1 - x0), (height, width)) and exact_here()
 
 
-def _banded(content: Tensor, layout: DenseLayout, finish: Callable[[Tensor], Tensor]) -> BandedArray:
-    """One (1, C, 1024, 768) CPU map → its crop resized to the original size as an (H, W, C) BandedArray, each
-    band (C, rows, W) passed through `finish` (which may work in place), the same steps the whole-map form takes."""
+def _banded(content: Tensor, layout: DenseLayout, finish: Callable[[Tensor], Tensor]) -> RowBands:
+    """One (1, C, 1024, 768) CPU map → its crop resized to the original size as an (H, W, C) map read in row
+    bands, each band (C, rows, W) passed through `finish` (which may work in place), the same steps the whole-map
+    form takes."""
     x0, y0, x1, y1 = layout.content_box
     width, height = layout.image_size
-    resize = BandedResize(content[0, :, y0:y1, x0:x1], (height, width))
-
-    def make(rows: Any) -> Any:
-        with torch.inference_mode():
-            return finish(resize.rows(torch.from_numpy(rows))).permute(1, 2, 0).numpy()
-
-    return BandedArray((height, width, int(content.shape[1])), make)
+    return upscaled_map(content[0, :, y0:y1, x0:x1], (height, width), finish)
 
 
 def unit_normals(x: Tensor, eps: float = 1e-8) -> Tensor:
@@ -194,8 +188,8 @@ def _finish_normals(band: Tensor) -> Tensor:
     return model_to_canonical(band, dim=-3, inplace=True)
 
 
-def normals_banded(raw: Tensor, layout: DenseLayout) -> BandedArray:
-    """`normals_to_image(raw, layout)[0]` as an (H, W, 3) BandedArray (raw: one image, (1, 3, 1024, 768))."""
+def normals_banded(raw: Tensor, layout: DenseLayout) -> RowBands:
+    """`normals_to_image(raw, layout)[0]` as an (H, W, 3) map read in row bands (raw: one image, (1, 3, 1024, 768))."""
     return _banded(unit_normals(raw.to(torch.float32)), layout, _finish_normals)
 
 
@@ -207,8 +201,8 @@ def albedo_to_image(raw: Tensor, layout: DenseLayout) -> Tensor:
     return uncrop(raw.to(torch.float32).clamp(0.0, 1.0), layout).clamp(0.0, 1.0)
 
 
-def albedo_banded(raw: Tensor, layout: DenseLayout) -> BandedArray:
-    """`albedo_to_image(raw, layout)[0]` as an (H, W, 3) BandedArray."""
+def albedo_banded(raw: Tensor, layout: DenseLayout) -> RowBands:
+    """`albedo_to_image(raw, layout)[0]` as an (H, W, 3) map read in row bands."""
     return _banded(raw.to(torch.float32).clamp(0.0, 1.0), layout, lambda band: band.clamp_(0.0, 1.0))
 
 
@@ -258,8 +252,8 @@ def pointmap_to_image(raw: Tensor, scale: Tensor, layout: DenseLayout) -> Tensor
     return uncrop(metric, layout)
 
 
-def pointmap_banded(raw: Tensor, scale: Tensor, layout: DenseLayout) -> BandedArray:
-    """`pointmap_to_image(raw, scale, layout)[0]` as an (H, W, 3) BandedArray (one image)."""
+def pointmap_banded(raw: Tensor, scale: Tensor, layout: DenseLayout) -> RowBands:
+    """`pointmap_to_image(raw, scale, layout)[0]` as an (H, W, 3) map read in row bands (one image)."""
     metric = raw.to(torch.float32) / scale.to(torch.float32).reshape(-1, 1, 1, 1)
     return _banded(metric, layout, lambda band: band)
 

@@ -8,8 +8,8 @@ project's one chunker (`core.chunks.in_chunks`, which the engine's `run_chunked`
 `progress(done, total)` after each chunk.
 Images: a list of H×W×3 arrays (uint8 / uint16 / float 0..1) or PIL images, or a (B, H, W, 3) float tensor in
 0..1 (ComfyUI IMAGE). Results live on `output_device` (CPU by default). `bands_above` (normal, albedo,
-pointmap; bytes): a CPU map larger than that comes back as a `BandedArray`, made band by band when read and
-bit-identical to the whole map (the engine's job asks for it, so a 9000×6000 photo never holds its maps whole).
+pointmap; bytes): a CPU map larger than that comes back read in row bands (`results.DenseMap`), made band by
+band when read and bit-identical to the whole map (the engine's job asks for it, so a 9000×6000 photo never holds its maps whole).
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def _dense_input(prepared: PreparedImage, task: str) -> tuple[Tensor, DenseLayou
 
 
 def _bands(model: Any, layout: DenseLayout, output_device: str | torch.device, above: int | None) -> bool:
-    """Whether one image's dense map is made band by band (a BandedArray) instead of whole: asked for (`above`:
+    """Whether one image's dense map is made band by band when read instead of whole: asked for (`above`:
     bytes of a float32 (H, W, 3) map), larger than that, post-processed on the CPU, and exact there
     (`can_band`)."""
     if above is None or torch.device(str(model.device)).type != "cpu":
@@ -192,7 +192,7 @@ def _predict_dense(
     build: Callable[[Any, int, Any, bool], Any],
 ) -> list[Any]:
     """Shared loop of the dense tasks: `build(raw output, index in batch, layout, banded)` makes one result (on
-    the model's device, or a BandedArray where `_bands` says so); results move to `output_device` and get the
+    the model's device, or read in row bands where `_bands` says so); results move to `output_device` and get the
     seg foreground as `mask` when given."""
     _check_task(model, task)
     source = ImageSource(images, alpha=options["alpha"])

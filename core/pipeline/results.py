@@ -1,8 +1,9 @@
 """Typed per-image results at the original image resolution.
 
 Coordinates: image pixels, x right, y down, origin at the top-left corner of the top-left pixel (pixel
-centres at i + 0.5). Dense maps are torch tensors (on the predictor's `output_device`, CPU by default);
-keypoints and boxes are small numpy arrays / tuples so they serialise directly.
+centres at i + 0.5). Dense maps are torch tensors (on the predictor's `output_device`, CPU by default), or, where
+the engine asked for it on a very large photo, maps read in row bands (`DenseMap`); keypoints and boxes are small
+numpy arrays / tuples so they serialise directly.
 """
 
 from __future__ import annotations
@@ -15,12 +16,16 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..formats.arrays import BandedArray
+from ..formats.row_bands import RowBands
 from .errors import PipelineError
 from .postprocess import MATTE_EPS
 from .seg_groups import labels_to_mask
 
 BoxSource = Literal["given", "seg", "image"]
+
+# A normal, albedo or point map: a tensor, or (only where the engine asked for it, on a map above its size limit)
+# the same values made a band of rows at a time when read, never held whole (`formats.row_bands.RowBands`)
+DenseMap = Tensor | RowBands
 
 
 @dataclass
@@ -71,23 +76,20 @@ class SegResult:
 
 @dataclass
 class NormalResult:
-    # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward); a BandedArray (same values,
-    # made when read) where the predictor was given `bands_above` and the map is larger
-    normals: Tensor | BandedArray
+    # (H, W, 3) float32 unit vectors, canonical OpenCV frame (x right, y down, z forward); see `DenseMap`
+    normals: DenseMap
     mask: Tensor | None = None  # (H, W) bool
 
 
 @dataclass
 class AlbedoResult:
-    albedo: (
-        Tensor | BandedArray
-    )  # (H, W, 3) float32 in [0, 1], sRGB-encoded as the model outputs it (as normals)
+    albedo: DenseMap  # (H, W, 3) float32 in [0, 1], sRGB-encoded as the model outputs it (as normals)
     mask: Tensor | None = None
 
 
 @dataclass
 class PointmapResult:
-    points: Tensor | BandedArray  # (H, W, 3) float32 metric XYZ, OpenCV camera frame (as normals)
+    points: DenseMap  # (H, W, 3) float32 metric XYZ, OpenCV camera frame (as normals)
     scale: float  # the predicted canonical scale (metric = canonical / scale)
     intrinsics: tuple[float, float, float, float]  # (fx, fy, cx, cy) in original-image pixels
     mask: Tensor | None = None
@@ -98,7 +100,7 @@ class PointmapResult:
     @property
     def depth(self) -> Tensor:
         """(H, W) metric depth = Z."""
-        if isinstance(self.points, BandedArray):
+        if isinstance(self.points, RowBands):
             return torch.from_numpy(self.points[:, :, 2])
         return self.points[..., 2]
 

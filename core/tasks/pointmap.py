@@ -89,7 +89,7 @@ class PointmapTask(DenseMapTask):
 
     def store(self, frame: Any, result: Any, ctx: StoreContext) -> None:
         """Scale, camera and the points masked by the frame's person mask (after the geometry checks read the
-        model's own points): in their own memory when consumed, else a copy; a BandedArray stays banded."""
+        model's own points): in their own memory when consumed, else a copy; a map read in row bands stays so."""
         import numpy as np
 
         frame.pointmap_scale = float(np.asarray(result.scale, dtype=np.float64).reshape(-1)[0])
@@ -119,12 +119,13 @@ class PointmapTask(DenseMapTask):
 
 def stored_points(points: Any, mask: Any, consume: bool) -> Any:
     """A frame's points: 0 outside the person mask (> 0.5), masked in row bands."""
-    from ..formats.arrays import BandedArray, float32_map, zero_where_invalid
+    from ..formats.arrays import float32_map, zero_where_invalid
+    from ..formats.row_bands import RowBands
 
     points = float32_map(points)
     if mask is None:
         return points
-    if isinstance(points, BandedArray):
+    if isinstance(points, RowBands):
         return points.then(lambda band, rows: zero_where_invalid(band, mask[rows] > 0.5))
     reuse = consume and points.flags.writeable  # any strides: written band by band
     return masked_points(points, mask, out=points if reuse else None)

@@ -6,18 +6,18 @@ from typing import Any
 
 
 def nonfinite_in(value: Any) -> int:
-    """Number of NaN/inf entries of a tensor, array or BandedArray (0 for None or integer data)."""
+    """Number of NaN/inf entries of a tensor, array or map read in row bands (0 for None or integer data)."""
     if value is None:
         return 0
     import numpy as np
     import torch
 
-    from ..formats.arrays import BandedArray
+    from ..formats.row_bands import RowBands
     from ..pipeline.postprocess import count_nonfinite
 
     if isinstance(value, torch.Tensor):
         return count_nonfinite(value)
-    if isinstance(value, BandedArray):
+    if isinstance(value, RowBands):
         return value.nonfinite()
     array = np.asarray(value)
     return int((~np.isfinite(array)).sum()) if np.issubdtype(array.dtype, np.floating) else 0

@@ -49,7 +49,7 @@ class TaskOptions:
     if_no_person: str = "image"
     boxes: Sequence[Sequence[Box] | None] | None = None
     keep_logits: bool = False
-    # normal / albedo / pointmap maps larger than this many bytes come back as BandedArrays (made when read,
+    # normal / albedo / pointmap maps larger than this many bytes come back read in row bands (made when read,
     # bit-identical); None: whole tensors, as ComfyUI and the Python API's results need
     bands_above: int | None = None
 

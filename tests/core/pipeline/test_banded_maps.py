@@ -11,9 +11,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 from PIL import Image
-from sapiens2_studio.core.formats.arrays import BandedArray
+from sapiens2_studio.core.formats.row_bands import RowBands
 from sapiens2_studio.core.pipeline import banded, postprocess
-from sapiens2_studio.core.pipeline.banded import BandedResize, exact_here
+from sapiens2_studio.core.pipeline.banded import BandedArray, BandedResize, exact_here
 from sapiens2_studio.core.pipeline.postprocess import (
     albedo_banded,
     albedo_to_image,
@@ -24,6 +24,7 @@ from sapiens2_studio.core.pipeline.postprocess import (
     pointmap_to_image,
 )
 from sapiens2_studio.core.pipeline.preprocess import dense_layout
+from sapiens2_studio.core.pipeline.results import PointmapResult
 from sapiens2_studio.core.studio import JobSpec, run_job
 from sapiens2_studio.core.studio.jobs import stages
 from studio_runs import output_bytes as _files
@@ -117,7 +118,13 @@ def test_banded_dense_maps_are_the_whole_maps() -> None:
         (pointmap_banded(raw, scale, layout), pointmap_to_image(raw, scale, layout)),
     ]
     for lazy, whole in pairs:
+        assert isinstance(lazy, RowBands) and not isinstance(whole, RowBands)  # the results' one protocol
         np.testing.assert_array_equal(np.asarray(lazy), whole[0].permute(1, 2, 0).numpy())
+    points, whole_points = pairs[2]
+    depth = PointmapResult(points, 0.37, (1.0, 1.0, 0.0, 0.0)).depth  # Z alone, read band by band
+    assert torch.equal(
+        depth, PointmapResult(whole_points[0].permute(1, 2, 0), 0.37, (1.0, 1.0, 0.0, 0.0)).depth
+    )
 
 
 def _job(inputs: list[Path], out: Path, checkpoints: dict[str, Path], **options) -> None:
