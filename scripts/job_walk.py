@@ -44,6 +44,32 @@ def _inputs(folder: Path) -> list[str]:
     return [*images, str(shot)]
 
 
+def _direct_imports(root: Path) -> dict[str, set[str]]:
+    """File -> the project files it imports (relative imports, any depth): a call from an imported file back
+    into its importer is an upcall (a callback handed down, or a lower module reaching up)."""
+    import ast
+
+    out: dict[str, set[str]] = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] not in ("core", "cli", "comfy_nodes"):
+            continue
+        package = list(rel.parts[:-1])
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = package[: len(package) - node.level + 1] + (
+                    node.module.split(".") if node.module else []
+                )
+                for tail in ([], *([a.name] for a in node.names)):
+                    parts = base + tail
+                    for candidate in ("/".join(parts) + ".py", "/".join(parts) + "/__init__.py"):
+                        if (root / candidate).is_file():
+                            found.add(candidate)
+        out[rel.as_posix()] = found
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, help="a checkout to import instead of the installed package")
@@ -78,6 +104,9 @@ def main() -> int:
     lock = threading.Lock()
 
     resolved: dict[str, str] = {}
+    project = tuple(
+        f"{root}/{part}/" for part in ("core", "cli", "comfy_nodes")
+    )  # not a venv inside the checkout
 
     def real(name: str) -> str:  # a file as found through the shim or the install -> its real path
         if name not in resolved:
@@ -89,7 +118,7 @@ def main() -> int:
             return
         callee = real(frame.f_code.co_filename)
         caller = real(frame.f_back.f_code.co_filename) if frame.f_back is not None else ""
-        if not callee.startswith(str(root)) or not caller.startswith(str(root)) or callee == caller:
+        if not callee.startswith(project) or not caller.startswith(project) or callee == caller:
             return
         with lock:
             calls[(caller, callee)] += 1
@@ -111,6 +140,10 @@ def main() -> int:
         for (a, b), n in calls.items()
         if b == job_file and Path(a) not in entry and "tests" not in Path(a).parts
     }
+    imports = _direct_imports(root)
+    upcalls = {
+        f"{rel(a)} -> {rel(b)}": n for (a, b), n in calls.items() if rel(a) in imports.get(rel(b), set())
+    }
     print(
         json.dumps(
             {
@@ -121,6 +154,8 @@ def main() -> int:
                 "calls_into_the_job_module_from_below": sum(up.values()),
                 "files_calling_into_the_job_module": len(up),
                 "by_caller": dict(sorted(up.items())),
+                "upcalls": sum(upcalls.values()),
+                "upcalls_by_pair": dict(sorted(upcalls.items())),
             },
             indent=1,
         )

@@ -172,7 +172,7 @@ def finalize(
     lock = None if locked else lock_output(out, run_id if len(runs) == 1 else "finalize", host)
     try:
         if lock is not None:
-            from .job import recover_left_overs
+            from .job_plan import recover_left_overs
 
             recover_left_overs(out, host)
         checked = [(folder, marker, check_sequence(folder, marker)) for folder, marker in markers]

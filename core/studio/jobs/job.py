@@ -19,18 +19,14 @@ The spec and report (`job_spec.py`), the checkpoints and models (`job_checkpoint
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from ...checkpoints import hub
-from ...formats.bundle import CaptureFrame
 from ...tasks import registry as tasks_registry
-from ...timing import add_stage, in_context, listening, stage
-from ..errors import NonFiniteOutputError, StudioError
+from ...timing import listening, stage
+from ..errors import StudioError
 from ..runtime.host import Host
 from ..runtime.models import LoadedModel, ModelCache
 from ..sources.inputs import ImageJob, SequenceJob
@@ -38,14 +34,14 @@ from ..store.lock import lock_output
 from ..store.orphans import remove_orphans
 from ..store.remote import RemoteOutput, is_remote, local_path
 from ..store.resume import RunInfo
-from ..store.transaction import output_error, pause_point
+from ..store.transaction import pause_point
+from .frame_run import FrameRun, RunFolders
 from .job_checkpoints import auto_batch_size, first_task, load_models, resolve_checkpoints
 from .job_images import run_images
 from .job_plan import Member, RunPlan, make_plan, recover_left_overs, unit_plan
 from .job_sequences import run_sequence
-from .job_spec import ItemFn, JobReport, JobSpec
+from .job_spec import ItemFn, JobReport, JobSpec, record_stage
 from .pipelining import OrderedWriter
-from .stages import FrameItem, commit_frame, compute_frames, job_expectation
 
 __all__ = [
     "ItemFn",
@@ -94,9 +90,7 @@ class PredictJob:
         self.cache = member.cache if member is not None else ModelCache()
         self.batch = 1 if spec.batch_size == "auto" else int(spec.batch_size)
         self.tasks = tuple(t for t in tasks_registry.run_order() if t in spec.tasks)
-        self._created: list[Path] = []  # folders this run made (removed again if it commits nothing there)
-        self._shas: dict[str, str | None] = {}
-        self.frame_writer: OrderedWriter | None = None  # the frame writers, open while the job runs
+        self.folders = RunFolders()  # folders this run made (removed again if it commits nothing there)
 
     # ------------------------------------------------------------------------------------------------ set-up
 
@@ -136,12 +130,9 @@ class PredictJob:
 
     def run(self) -> JobReport:
         """Run the job here; every stage it runs is timed into `report.stages` and told to the host."""
-        with listening(self._stage_done, synchronize=self.host.stage_sync()), stage("job.other"):
+        recorder = partial(record_stage, self.report, self.host)
+        with listening(recorder, synchronize=self.host.stage_sync()), stage("job.other"):
             return self._run()
-
-    def _stage_done(self, name: str, wall: float, cpu: float) -> None:
-        add_stage(self.report.stages, name, wall, cpu)
-        self.host.stage_done(name, wall, cpu)
 
     def _run(self) -> JobReport:
         plan = self.planned()
@@ -162,12 +153,30 @@ class PredictJob:
             if self.spec.clean and self.member is None and plan.check is not None:
                 remove_orphans(plan.check.orphans)  # asked for: the only way results of a missing input go
                 self.report.removed, self.report.orphaned = self.report.orphaned, []
+            shas = {}
             if self.spec.skip_existing or self._trusted_run:
-                self._shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in plan.paths.items()}
-            with OrderedWriter(self.spec.writers) as self.frame_writer:  # see pipelining.py
-                run_images(self, plan)
+                shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in plan.paths.items()}
+            with OrderedWriter(self.spec.writers) as writer:  # see pipelining.py
+                running = FrameRun(
+                    spec=self.spec,
+                    plan=plan,
+                    out=self.out,
+                    tasks=self.tasks,
+                    run_info=self.run_info,
+                    report=self.report,
+                    host=self.host,
+                    writer=writer,
+                    folders=self.folders,
+                    models=self.models,
+                    cache=self.cache,
+                    batch=self.batch,
+                    checkpoint_shas=shas,
+                    trusted_run=self._trusted_run,
+                    on_item=self.on_item,
+                )
+                run_images(running, plan)
                 for sequence in plan.sequences:
-                    count, error = run_sequence(self, plan.boxes, sequence)
+                    count, error = run_sequence(running, plan.boxes, sequence)
                     if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
                         marker = self.out / sequence.name / f"{sequence.name}.partial.json"
                         state = "no index, marked partial" if marker.exists() else "nothing changed there"
@@ -177,83 +186,13 @@ class PredictJob:
         finally:
             if lock is not None:
                 lock.release()
-            self.frame_writer = None
-            self.remove_unused_folders()
+            self.folders.remove_unused()
             self.report.notes = list(dict.fromkeys(self.host.notes))
         return self.report
 
     def make_folder(self, folder: Path) -> None:
-        if folder.is_dir():
-            return
-        try:
-            folder.mkdir(parents=True)
-        except FileExistsError:
-            return
-        except OSError as exc:
-            raise output_error(exc, folder) from None
-        self._created.append(folder)
+        """Make `folder` if missing, remembering it (the Ray engine's driver makes the output folder too)."""
+        self.folders.make(folder)
 
     def remove_unused_folders(self) -> None:
-        for folder in reversed(self._created):
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only succeeds when empty: nothing of this run (or anyone else's) is there
-
-    def _ensure_models(self, tasks: Iterable[str]) -> dict[str, LoadedModel]:
-        """The models of `tasks`, loading those not loaded yet (a resumed run may need none at all)."""
-        missing = {t: self.planned().paths[t] for t in tasks if t not in self.models}
-        if missing:
-            with stage("load"):
-                self.models.update(load_models(self.spec, missing, self.cache))
-            for task in missing:  # a file that is not the size its official name promises: say so, once
-                if self.models[task].extra.get("warning"):
-                    self.host.note(self.models[task].extra["warning"])
-            self.host.device = next(iter(self.models.values())).plan.device
-            if self.spec.batch_size == "auto":
-                self.batch = auto_batch_size(self.models)
-        return {t: self.models[t] for t in tasks_registry.run_order() if t in tasks}
-
-    def item_done(self, label: str) -> None:
-        if self.on_item is not None:
-            self.on_item(1, label)
-
-    def expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Any:
-        return job_expectation(
-            self.spec, self.tasks, self._shas, source, boxes, sequence=sequence, trusted_run=self._trusted_run
-        )
-
-    def kept(self, plan: Any) -> None:
-        """Count a frame not written now: kept from an earlier run, or committed by this run's worker that died
-        (a retried unit), which this run did write."""
-        committed_by = ((plan.doc or {}).get("run") or {}).get("id")
-        if self._trusted_run is not None and committed_by == self._trusted_run:
-            self.report.written += 1
-        else:
-            self.report.skipped += 1
-
-    # ------------------------------------------------------------------------------------------------ frames
-
-    def compute(self, items: list[FrameItem]) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]:
-        """The per-frame stage of a chunk (stages.compute_frames): raw canonical frames, refused ones apart."""
-        return compute_frames(items, self.spec, self.host, self._ensure_models)
-
-    def commit(
-        self,
-        item: FrameItem,
-        frame: CaptureFrame,
-        run: RunInfo,
-        done: Callable[[], Any] | None = None,
-        temporal: dict[str, Any] | None = None,
-    ) -> None:
-        """One frame's transaction: sidecars and EXR staged, JSON last (stages.commit_frame). It runs on a
-        writer thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame
-        order (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
-        self.make_folder(item.folder)
-        work = in_context(partial(commit_frame, item, frame, run, self.spec, temporal=temporal))
-
-        def committed(_: Any) -> None:
-            self.report.written += 1
-            if done is not None:
-                done()
-
-        assert self.frame_writer is not None, "frames are committed while the job runs"
-        self.frame_writer.submit(work, committed)
+        self.folders.remove_unused()

@@ -9,15 +9,12 @@ and each unit runs under a `unit_plan` of its own jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Protocol
 
-from ...formats.bundle import CaptureFrame
 from ...formats.exr import require_openexr
-from ..errors import NonFiniteOutputError
 from ..runtime.host import Host
 from ..runtime.models import ModelCache, check_checkpoint
 from ..sources.given_boxes import BoxesFile, read_boxes_file
@@ -26,10 +23,8 @@ from ..store.remote import RemoteOutput
 from ..store.resume import RunInfo
 from ..store.transaction import clean_stale_temporaries, recover_commits
 from .job_checkpoints import resolve_checkpoints
-from .job_spec import JobReport, JobSpec
-from .pipelining import OrderedWriter
+from .job_spec import JobSpec
 from .preflight import OutputCheck, check_output_folder
-from .stages import FrameItem
 
 
 @dataclass(frozen=True)
@@ -100,40 +95,6 @@ def unit_plan(spec: JobSpec, jobs: Sequence[ImageJob | SequenceJob]) -> RunPlan:
     checkpoints are the driver's resolved files (`spec.checkpoints`)."""
     require_openexr()
     return _frozen(jobs, read_boxes_file(spec.boxes_file), resolve_checkpoints(spec))
-
-
-class RunningJob(Protocol):
-    """What the runners (`job_images.py`, `job_sequences.py`) use of the running job (`job.PredictJob`): its
-    spec, the run its frames carry, and the per-frame compute and commit stages."""
-
-    spec: JobSpec
-    out: Path
-    tasks: tuple[str, ...]
-    report: JobReport
-    run_info: RunInfo
-    batch: int
-    frame_writer: OrderedWriter | None
-
-    def compute(
-        self, items: list[FrameItem]
-    ) -> tuple[list[CaptureFrame], dict[int, NonFiniteOutputError]]: ...
-
-    def commit(
-        self,
-        item: FrameItem,
-        frame: CaptureFrame,
-        run: RunInfo,
-        done: Callable[[], Any] | None = None,
-        temporal: dict[str, Any] | None = None,
-    ) -> None: ...
-
-    def kept(self, plan: Any) -> None: ...
-
-    def item_done(self, label: str) -> None: ...
-
-    def expectation(self, source: dict[str, Any], boxes: Any, *, sequence: bool) -> Any: ...
-
-    def make_folder(self, folder: Path) -> None: ...
 
 
 @dataclass

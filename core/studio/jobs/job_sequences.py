@@ -3,8 +3,9 @@ earlier runs left (`resume.plan_frame`), computed in chunks (`stages.compute_fra
 temporal pass and committed (`stages.commit_frame`); the index is written only over one run's complete frames,
 and an unfinished sequence carries a `<name>.partial.json` marker instead.
 
-`job` is the running `PredictJob` (`job.py`, which imports this module: it is not imported back); the runner
-reads the plan's boxes file (`RunPlan.boxes`) and reports into `job.report`."""
+`running` is the job's `FrameRun` (`frame_run.py`: the per-frame stages, below this module; `job.py` hands it
+over and is never called back); the runner reads the plan's boxes file (`RunPlan.boxes`) and reports into
+`running.report`."""
 
 from __future__ import annotations
 
@@ -37,13 +38,13 @@ from ..store.resume import (
     video_source,
 )
 from ..store.transaction import commit_document, pause_point, write_document
-from .job_plan import RunningJob
+from .frame_run import FrameRun
 from .pipelining import prefetch
 from .stages import FrameItem, temporal_record
 
 
 def _sequence_sources(
-    job: RunningJob, sequence: SequenceJob
+    running: FrameRun, sequence: SequenceJob
 ) -> Iterator[tuple[int, str, Callable[[], np.ndarray], Callable[[], dict]]]:
     """(frame number, source name, image loader, source identity) per frame; image files are hashed and
     decoded only when a frame needs them (a chunk passes over the frames outside its range), a video is
@@ -53,14 +54,14 @@ def _sequence_sources(
         for path, number in zip(sequence.frames, numbers):
             yield number, path.name, (lambda p=path: load_image(p)), (lambda p=path: _file_source(p))
         return
-    ahead = job.batch if job.spec.writers else 0  # decode the next chunk while the models run
-    video, frames = sequence.video, sequence.video_frames(*(job.spec.frames or (None, None)))
+    ahead = running.batch if running.spec.writers else 0  # decode the next chunk while the models run
+    video, frames = sequence.video, sequence.video_frames(*(running.spec.frames or (None, None)))
     for number, image in prefetch(frames, ahead):
         yield number, video.name, (lambda im=image: im), partial(video_source, video, number)
 
 
 def run_sequence(
-    job: RunningJob, boxes_file: BoxesFile | None, sequence: SequenceJob
+    running: FrameRun, boxes_file: BoxesFile | None, sequence: SequenceJob
 ) -> tuple[int, StudioError | None]:
     """A sequence frame by frame, in order; the index is written only when every frame is committed, over
     frames that all carry this sequence's run (`sequence_run`). Each computed frame goes through the temporal
@@ -70,31 +71,31 @@ def run_sequence(
     Returns (frames done, the error that stopped the sequence or None)."""
     try:
         sequence.probe()  # a video's frame rate, before the writer and smoother use it
-        if job.spec.frames is not None and sequence.video is not None:
+        if running.spec.frames is not None and sequence.video is not None:
             sequence.video_index()  # a chunk's marker lists every frame of the video (finalize checks them)
     except InputError as exc:
         return 0, exc
-    folder = job.out / sequence.name
+    folder = running.out / sequence.name
     shot: list[int] | None = None
-    if job.spec.frames is not None:  # a farm chunk: the shot's frame list, fixed when first planned
+    if running.spec.frames is not None:  # a farm chunk: the shot's frame list, fixed when first planned
         try:
             shot = shot_numbers(
                 folder,
                 sequence.name,
-                job.run_info.id,
+                running.run_info.id,
                 sequence.frame_numbers(),
-                explicit=job.spec.shot_frames,
-                take_over=job.spec.take_over,
+                explicit=running.spec.shot_frames,
+                take_over=running.spec.take_over,
             )
         except InputError as exc:
             return 0, exc
     # An explicit run id (a farm job's) wins; otherwise a resume continues the run it finds there.
-    adopt = job.spec.skip_existing and job.spec.run_id is None
-    run = sequence_run(folder, sequence.name, job.run_info, skip_existing=adopt)
-    fps = job.spec.fps or sequence.fps
+    adopt = running.spec.skip_existing and running.spec.run_id is None
+    run = sequence_run(folder, sequence.name, running.run_info, skip_existing=adopt)
+    fps = running.spec.fps or sequence.fps
     writer = SequenceWriter(folder, sequence.name, fps, run=run.record())
-    temporal = SequencePass(fps, smooth=job.spec.smooth)  # track ids always; smoothing on request
-    deferred = job.spec.frames is not None
+    temporal = SequencePass(fps, smooth=running.spec.smooth)  # track ids always; smoothing on request
+    deferred = running.spec.frames is not None
     index_path = folder / f"{sequence.name}.sequence.json"
     marker = folder / f"{sequence.name}.partial.json"
     state: dict[str, Any] = {"started": False, "done": 0}  # marker written / frames committed or verified
@@ -105,13 +106,13 @@ def run_sequence(
         """Before the first change in the folder: mark the sequence partial, then drop its old index."""
         if state["started"]:
             return
-        job.make_folder(folder)
+        running.folders.make(folder)
         expected = shot if deferred else None
         if expected is not None:
             frames: int | None = len(expected)
         else:  # a whole video: its count is not needed (nor read) to decode it in order
             frames = None if sequence.video is not None else len(sequence.frames)
-        doc = partial_marker(sequence.name, run, job.tasks, frames, numbers=expected, fps=fps)
+        doc = partial_marker(sequence.name, run, running.tasks, frames, numbers=expected, fps=fps)
         write_document(marker, doc)
         with contextlib.suppress(FileNotFoundError):
             index_path.unlink()
@@ -120,48 +121,48 @@ def run_sequence(
     def flush() -> None:
         if not buffer:
             return
-        frames, refused = job.compute(buffer)
+        frames, refused = running.compute(buffer)
         begin()  # only now: until the first commit the previous complete state stays as it was
         for index, (item, frame) in enumerate(zip(buffer, frames)):
             if index in refused:
                 raise refused[index]  # a refused frame stops its sequence, like an unreadable one
             if deferred:
-                record = temporal_record(job.spec, fps, item.plan)
+                record = temporal_record(running.spec, fps, item.plan)
             else:
                 with stage("temporal"):  # in frame order, before the commit
                     record = temporal.computed(frame, item.plan.compute)
 
             def recorded(item: FrameItem = item) -> None:
                 writer.record(item.number, f"{item.name}.json")
-                job.item_done(item.label)
+                running.item_done(item.label)
                 state["done"] += 1
 
-            job.commit(item, frame, run, recorded, record)
+            running.commit(item, frame, run, recorded, record)
         buffer.clear()
 
     try:
-        for number, source_name, load, source_of in _sequence_sources(job, sequence):
-            if deferred and number > job.spec.frames[1]:  # type: ignore[index]
+        for number, source_name, load, source_of in _sequence_sources(running, sequence):
+            if deferred and number > running.spec.frames[1]:  # type: ignore[index]
                 break  # frames come in ascending order: the chunk is done
             numbers.add(number)
-            if deferred and number < job.spec.frames[0]:  # type: ignore[index]
+            if deferred and number < running.spec.frames[0]:  # type: ignore[index]
                 continue
             name = f"{sequence.name}_{number:04d}"
             label = f"{sequence.name} #{number}"
             source = source_of()
             boxes = boxes_for(boxes_file, source_name, number)
-            expect = job.expectation(source, boxes, sequence=True)
+            expect = running.expectation(source, boxes, sequence=True)
             plan = plan_frame(folder, name, expect, run.id, accept_pending=deferred)
             if plan.action != "write":
                 flush()
-                job.frame_writer.drain()  # the index records frames in order
+                running.writer.drain()  # the index records frames in order
                 if plan.action == "relabel":
                     begin()
                     commit_document(folder, name, relabelled(plan.doc or {}, run))
                 writer.record(number, f"{name}.json")
                 temporal.kept(plan.doc or {})  # replayed through the pass where it can be (temporal.py)
-                job.kept(plan)
-                job.item_done(label)
+                running.kept(plan)
+                running.item_done(label)
                 state["done"] += 1
                 continue
             with stage("decode"):
@@ -171,13 +172,13 @@ def run_sequence(
             if buffer and buffer[0].plan.compute != plan.compute:
                 flush()
             buffer.append(FrameItem(folder, name, label, source_name, plan, source, image, boxes, number))
-            if len(buffer) >= job.batch:
+            if len(buffer) >= running.batch:
                 flush()
         flush()
     except (InputError, NonFiniteOutputError) as exc:
-        job.frame_writer.drain()  # the frames before the broken one are complete: commit them
+        running.writer.drain()  # the frames before the broken one are complete: commit them
         return state["done"], exc
-    job.frame_writer.drain()
+    running.writer.drain()
     count = state["done"]
     if count == 0:
         what = "no frames in the range" if deferred else "no frames could be read"
@@ -186,7 +187,7 @@ def run_sequence(
         return 0, InputError(f"{sequence.video or sequence.name}: {what}")
     if deferred:
         begin()  # the chunk's frames are committed; finalize writes the index once every chunk is done
-        first, last = job.spec.frames  # type: ignore[misc]
+        first, last = running.spec.frames  # type: ignore[misc]
         unseen = [n for n in shot or [] if first <= n <= last and n not in numbers]
         if unseen:  # frames of the shot this machine cannot see: an error for them, not a shorter shot
             return count, ShotError(
@@ -198,18 +199,18 @@ def run_sequence(
     # a video's length is known only now: frames past its end (a shorter take) are its orphans (a folder's
     # were found before the run: orphans.py)
     stale = stale_frames(folder, sequence.name, numbers) if sequence.video is not None else []
-    if stale and not job.spec.clean:
-        job.report.orphaned += [
+    if stale and not running.spec.clean:
+        running.report.orphaned += [
             f"{folder.name}/{sequence.name}_{n:04d} (frame {n} is beyond the video's {len(numbers)} frames)"
             for n in stale
         ]
     unchanged = not state["started"] and _index_lists(index_path, run.id, numbers) and not marker.exists()
-    if unchanged and not (stale and job.spec.clean):
+    if unchanged and not (stale and running.spec.clean):
         return count, None  # every frame verified under the index's own run: nothing to change
     begin()
-    if job.spec.clean:  # frames whose input is gone stay (reported as orphaned) unless asked
+    if running.spec.clean:  # frames whose input is gone stay (reported as orphaned) unless asked
         remove_stale_frames(folder, sequence.name, numbers)
-        job.report.removed += [f"{folder.name}/{sequence.name}_{n:04d}" for n in stale]
+        running.report.removed += [f"{folder.name}/{sequence.name}_{n:04d}" for n in stale]
     pause_point("index")
     writer.close()
     with contextlib.suppress(FileNotFoundError):

@@ -17,10 +17,11 @@ from ... import catalogue
 from ...formats.compressions import DEFAULT_EXR_COMPRESSION, EXR_COMPRESSIONS
 from ...formats.mesh import MESH_FORMATS
 from ...tasks import registry as tasks_registry
-from ...timing import StageTime
+from ...timing import StageTime, add_stage
 from ..compute.finite import NONFINITE_POLICIES
 from ..engines import ENGINES, INSTALL_HINTS
 from ..errors import EngineError, StudioError
+from ..runtime.host import Host
 from ..runtime.models import RUNTIMES
 from ..store.remote import is_remote
 from .pipelining import DEFAULT_WRITERS
@@ -220,3 +221,9 @@ class JobReport:
     @property
     def ok(self) -> bool:
         return not self.failures
+
+
+def record_stage(report: JobReport, host: Host, name: str, wall: float, cpu: float) -> None:
+    """The job's stage listener (`timing.listening`): the run record keeps the totals, the host hears each stage."""
+    add_stage(report.stages, name, wall, cpu)
+    host.stage_done(name, wall, cpu)
