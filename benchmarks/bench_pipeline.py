@@ -498,17 +498,13 @@ def _tree_path(workdir: Path, name: str, tree: Path) -> Path:
 
 
 def _bundle_files(folder: Path) -> dict[str, bytes]:
-    """Every file's bytes; JSON documents without their run record (a run's id and times differ per run)."""
-    files = {}
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-        data = path.read_bytes()
-        if path.suffix == ".json":
-            doc = json.loads(data)
-            if isinstance(doc, dict):
-                doc.pop("run", None)
-            data = json.dumps(doc, sort_keys=True).encode()
-        files[str(path.relative_to(folder))] = data
-    return files
+    """Every file's bytes, JSON without its run record: the tests' own comparison (tests/studio_runs.py)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from studio_runs import output_bytes
+    finally:
+        sys.path.remove(str(REPO / "tests"))
+    return output_bytes(folder)
 
 
 def bench_ab(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:

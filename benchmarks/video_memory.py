@@ -21,7 +21,6 @@ import argparse
 import importlib.util
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -66,27 +65,20 @@ def _prompts(frames: int, width: int, height: int) -> tuple[dict, dict]:
 
 def measure(harness, host, frames: int, width: int, height: int) -> dict:
     host_only, with_pack = _prompts(frames, width, height)
-    with tempfile.TemporaryDirectory() as tmp:
-        models = Path(tmp) / "models"
-        harness.write_models(models)
-        server = harness.ComfyServer(host.checkout, host.python, Path(tmp) / "base", harness.free_port())
-        server.start(models)
-        try:
-            client = harness.Client(server.url)
-            pid = server.process.pid
-            entry = client.run(host_only, timeout=3600)
-            assert harness.execution_error(entry) is None, harness.execution_error(entry)
-            host_peak = _peak_rss(pid)
-            start = time.perf_counter()
-            entry = client.run(with_pack, timeout=3600)
-            seconds = time.perf_counter() - start
-            error = harness.execution_error(entry)
-            assert error is None, error
-            pack_peak = _peak_rss(pid)
-            text = next(out["text"][0] for out in entry["outputs"].values() if "text" in out)
-            written = sorted((server.base / "output" / "bench").rglob("*.exr"))
-        finally:
-            server.stop()
+    with harness.started_server(host) as server:
+        client = harness.Client(server.url)
+        pid = server.process.pid
+        entry = client.run(host_only, timeout=3600)
+        assert harness.execution_error(entry) is None, harness.execution_error(entry)
+        host_peak = _peak_rss(pid)
+        start = time.perf_counter()
+        entry = client.run(with_pack, timeout=3600)
+        seconds = time.perf_counter() - start
+        error = harness.execution_error(entry)
+        assert error is None, error
+        pack_peak = _peak_rss(pid)
+        text = next(out["text"][0] for out in entry["outputs"].values() if "text" in out)
+        written = sorted((server.base / "output" / "bench").rglob("*.exr"))
     batch = frames * width * height * 3 * 4
     return {
         "frames": frames,

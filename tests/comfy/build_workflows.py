@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -380,15 +379,8 @@ def object_info() -> dict | None:
         print(matrix.reason, file=sys.stderr)
         return None
     host = matrix.hosts[0]
-    with tempfile.TemporaryDirectory() as tmp:
-        models = Path(tmp) / "models"
-        harness.write_models(models)
-        server = harness.ComfyServer(host.checkout, host.python, Path(tmp) / "base", harness.free_port())
-        server.start(models)
-        try:
-            return harness.Client(server.url).get("/object_info")
-        finally:
-            server.stop()
+    with harness.started_server(host) as server:
+        return harness.Client(server.url).get("/object_info")
 
 
 def main() -> int:

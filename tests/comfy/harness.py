@@ -8,15 +8,18 @@ models folder of tiny synthetic checkpoints.  It runs offline (``HF_HUB_OFFLINE=
 
 from __future__ import annotations
 
+import contextlib
 import json
 import mimetypes
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -178,6 +181,22 @@ class ComfyServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def started_server(host) -> Iterator[ComfyServer]:
+    """A server of `host` (a hosts.Host: checkout and Python) on a free port, over a temporary base folder with
+    the test models linked in; stopped on exit. For scripts (the workflow builder, benchmarks); the tests use
+    the session fixtures of conftest.py."""
+    with tempfile.TemporaryDirectory() as tmp:
+        models = Path(tmp) / "models"
+        write_models(models)
+        server = ComfyServer(host.checkout, host.python, Path(tmp) / "base", free_port())
+        server.start(models)
+        try:
+            yield server
+        finally:
+            server.stop()
 
 
 class Client:

@@ -33,12 +33,13 @@ from sapiens2_studio.core.studio.engines.units import split_work, unit_size
 from sapiens2_studio.core.studio.jobs.job import JobSpec, PredictJob
 from sapiens2_studio.core.studio.sources.inputs import ImageJob, SequenceJob
 from sapiens2_studio.core.studio.store.transaction import PAUSE_ENV
-from studio_runs import assert_same_outputs, write_checkpoints, write_walk
+from studio_runs import assert_same_outputs
 from videos import noise_frames, write_video
 
 TASKS = "pose,pointmap,normal"
 SEQUENCE_TASKS = "pose,pointmap"  # what the temporal pass changes (tracks, keypoints, the pointmap scale)
 FRAMES = 30
+WALK_DRIFT = 2.0  # grey levels a frame: a slower change than the default walk's
 VIDEO_FRAMES = 12  # three units of four; with 5-frame GOPs (keyframes 1, 6, 11), 5 and 9 start mid-GOP
 IMAGES = ("alder", "birch", "cedar", "dogwood", "elm", "fir", "ginkgo", "hazel")
 
@@ -60,11 +61,6 @@ def kill_gate(tmp_path_factory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    return write_checkpoints(tmp_path_factory.mktemp("home"), TASKS)
-
-
-@pytest.fixture(scope="module")
 def photos(tmp_path_factory) -> Path:
     """Eight photos with unrelated names (single images, not a sequence) and one corrupt file."""
     folder = tmp_path_factory.mktemp("photos")
@@ -80,12 +76,6 @@ def clip(tmp_path_factory) -> Path:
     """A 12-frame H.264 video with B-frames: split into three frame ranges (each worker decodes only its own, from
     the keyframe before it), finalized by the driver."""
     return write_video(tmp_path_factory.mktemp("video") / "clip.mp4", noise_frames(VIDEO_FRAMES, seed=50))
-
-
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory) -> Path:
-    """A 30-frame numbered sequence with two people (boxes) on a slowly changing image."""
-    return write_walk(tmp_path_factory.mktemp("src") / "walk", FRAMES, drift=2.0)
 
 
 @contextlib.contextmanager

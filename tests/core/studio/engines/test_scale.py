@@ -20,19 +20,8 @@ pytest.importorskip("OpenEXR")
 from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.formats.exr import read_exr
 from sapiens2_studio.core.formats.sequence import read_sequence
-from studio_runs import FRAMES, TASKS, assert_same_outputs, predict, write_checkpoints, write_walk
+from studio_runs import FRAMES, assert_same_outputs, predict
 from videos import write_walk_video
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    return write_checkpoints(tmp_path_factory.mktemp("home"), TASKS)
-
-
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory) -> Path:
-    """A 12-frame sequence whose two people move."""
-    return write_walk(tmp_path_factory.mktemp("src") / "walk", FRAMES)
 
 
 @pytest.fixture(scope="module")

@@ -30,7 +30,7 @@ moto_server = pytest.importorskip("moto.server")
 from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 from sapiens2_studio.cli.main import main  # noqa: E402
 from sapiens2_studio.core.studio.store.remote import LOCKS_FOLDER, RemoteOutput, is_remote  # noqa: E402
-from studio_runs import assert_same_outputs, predict, write_checkpoints, write_walk  # noqa: E402
+from studio_runs import assert_same_outputs, predict  # noqa: E402
 
 TASKS = "pose,pointmap,normal"
 FRAMES = 6
@@ -62,16 +62,6 @@ def s3(tmp_path_factory):
         else:
             os.environ[key] = value
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
-    return write_checkpoints(tmp_path_factory.mktemp("home"), TASKS)
-
-
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory) -> Path:
-    return write_walk(tmp_path_factory.mktemp("src") / "walk", FRAMES)
 
 
 @pytest.fixture(scope="module")
