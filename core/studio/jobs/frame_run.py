@@ -125,7 +125,7 @@ class FrameRun:
 
     def _ensure_models(self, tasks: Iterable[str]) -> dict[str, LoadedModel]:
         """The models of `tasks`, loading those not loaded yet (a resumed run may need none at all)."""
-        missing = {t: self.plan.paths[t] for t in tasks if t not in self.models}
+        missing = {t: self.plan.checkpoints[t] for t in tasks if t not in self.models}
         if missing:
             with stage("load"):
                 self.models.update(load_models(self.spec, missing, self.cache))

@@ -23,7 +23,6 @@ import os
 from functools import partial
 from pathlib import Path
 
-from ...checkpoints import hub
 from ...tasks import registry as tasks_registry
 from ...timing import listening, stage
 from ..errors import StudioError
@@ -36,7 +35,13 @@ from ..store.remote import RemoteOutput, is_remote, local_path
 from ..store.resume import RunInfo
 from ..store.transaction import pause_point
 from .frame_run import FrameRun, RunFolders
-from .job_checkpoints import auto_batch_size, first_task, load_models, resolve_checkpoints
+from .job_checkpoints import (
+    auto_batch_size,
+    checkpoint_identities,
+    first_task,
+    load_models,
+    resolve_checkpoints,
+)
 from .job_images import run_images
 from .job_plan import Member, RunPlan, make_plan, recover_left_overs, unit_plan
 from .job_sequences import run_sequence
@@ -51,6 +56,7 @@ __all__ = [
     "PredictJob",
     "RunPlan",
     "auto_batch_size",
+    "checkpoint_identities",
     "first_task",
     "load_models",
     "make_plan",
@@ -97,14 +103,14 @@ class PredictJob:
     def prepare(self) -> int | None:
         """Make the run's plan (`job_plan.make_plan`: everything cheap, before any model loads). Returns the
         number of images to process when known in advance (a video's frame count is not)."""
-        self.plan = make_plan(self.spec, self.out, self.tasks, self.remote)
+        self.plan = make_plan(self.spec, self.out, self.tasks, self.remote, self.cache)
         if self.plan.check is not None:
             self.report.orphaned = [f"{o.label} ({o.why})" for o in self.plan.check.orphans]
         return self.plan.total
 
     def prepare_unit(self, jobs: list[ImageJob | SequenceJob]) -> None:
         """A work unit's plan (`job_plan.unit_plan`): the driver checked the inputs and the folder already."""
-        self.plan = unit_plan(self.spec, jobs)
+        self.plan = unit_plan(self.spec, jobs, self.cache)
 
     def planned(self) -> RunPlan:
         """The run's plan, made now if `prepare` was not called."""
@@ -154,8 +160,8 @@ class PredictJob:
                 remove_orphans(plan.check.orphans)  # asked for: the only way results of a missing input go
                 self.report.removed, self.report.orphaned = self.report.orphaned, []
             shas = {}
-            if self.spec.skip_existing or self._trusted_run:
-                shas = {t: hub.file_sha256(p, self.spec.checkpoint_dir) for t, p in plan.paths.items()}
+            if self.spec.skip_existing or self._trusted_run:  # each identity's sha256, hashed at most once
+                shas = {t: identity.sha256 for t, identity in plan.checkpoints.items()}
             with OrderedWriter(self.spec.writers) as writer:  # see pipelining.py
                 running = FrameRun(
                     spec=self.spec,

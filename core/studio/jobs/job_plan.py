@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
+from ...checkpoints.identity import CheckpointIdentity
 from ...formats.exr import require_openexr
 from ..runtime.host import Host
-from ..runtime.models import ModelCache, check_checkpoint
+from ..runtime.models import ModelCache
 from ..sources.given_boxes import BoxesFile, read_boxes_file
 from ..sources.inputs import ImageJob, SequenceJob, collect_inputs
 from ..store.remote import RemoteOutput
 from ..store.resume import RunInfo
 from ..store.transaction import clean_stale_temporaries, recover_commits
-from .job_checkpoints import resolve_checkpoints
+from .job_checkpoints import checkpoint_identities
 from .job_spec import JobSpec
 from .preflight import OutputCheck, check_output_folder
 
@@ -30,13 +31,19 @@ from .preflight import OutputCheck, check_output_folder
 @dataclass(frozen=True)
 class RunPlan:
     """What a run does, decided once before it starts. `jobs`: the inputs in order (single images and
-    sequences); `boxes`: the person boxes file, if any; `paths`: task → checkpoint file (header-checked);
-    `check`: the output folder's preflight (free space, orphans), None for a work unit (its driver checked)."""
+    sequences); `boxes`: the person boxes file, if any; `checkpoints`: task → the identity of its checkpoint
+    file (header-checked once; the loader and the run records read it); `check`: the output folder's preflight
+    (free space, orphans), None for a work unit (its driver checked)."""
 
     jobs: tuple[ImageJob | SequenceJob, ...]
     boxes: BoxesFile | None
-    paths: Mapping[str, Path]
+    checkpoints: Mapping[str, CheckpointIdentity]
     check: OutputCheck | None = None
+
+    @property
+    def paths(self) -> dict[str, Path]:
+        """Task → checkpoint file."""
+        return {task: identity.path for task, identity in self.checkpoints.items()}
 
     @property
     def images(self) -> list[ImageJob]:
@@ -59,23 +66,26 @@ class RunPlan:
 def _frozen(
     jobs: Sequence[ImageJob | SequenceJob],
     boxes: BoxesFile | None,
-    paths: dict[str, Path],
+    checkpoints: dict[str, CheckpointIdentity],
     check: OutputCheck | None = None,
 ) -> RunPlan:
-    return RunPlan(tuple(jobs), boxes, MappingProxyType(dict(paths)), check)
+    return RunPlan(tuple(jobs), boxes, MappingProxyType(dict(checkpoints)), check)
 
 
 def make_plan(
-    spec: JobSpec, out: Path, tasks: tuple[str, ...], remote: RemoteOutput | None = None
+    spec: JobSpec,
+    out: Path,
+    tasks: tuple[str, ...],
+    remote: RemoteOutput | None = None,
+    cache: ModelCache | None = None,
 ) -> RunPlan:
-    """Everything cheap, before any model loads: inputs, boxes file, checkpoints (header only: task and keys),
-    the output folder and its free space; a typo or a full disk fails in a second, not after a model loaded."""
+    """Everything cheap, before any model loads: inputs, boxes file, checkpoints (each file's identity: its
+    header read once, task and keys checked), the output folder and its free space; a typo or a full disk fails
+    in a second, not after a model loaded. `cache`: the job's models, which keep identities per file version."""
     require_openexr()  # bundles need it
     jobs = collect_inputs([str(p) for p in spec.inputs])
     boxes = read_boxes_file(spec.boxes_file)
-    paths = resolve_checkpoints(spec)
-    for task, path in paths.items():  # wrong task or a damaged file: fail before any folder work
-        check_checkpoint(path, task=task, runtime=spec.runtime)
+    checkpoints = checkpoint_identities(spec, cache)  # wrong task or a damaged file: before any folder work
     if remote is not None:
         remote.check()  # reachable, before the staging folder is looked at
     check = check_output_folder(
@@ -87,14 +97,17 @@ def make_plan(
         compression=spec.exr_compression,
         space_check=spec.space_check,
     )
-    return _frozen(jobs, boxes, paths, check)
+    return _frozen(jobs, boxes, checkpoints, check)
 
 
-def unit_plan(spec: JobSpec, jobs: Sequence[ImageJob | SequenceJob]) -> RunPlan:
+def unit_plan(
+    spec: JobSpec, jobs: Sequence[ImageJob | SequenceJob], cache: ModelCache | None = None
+) -> RunPlan:
     """A work unit's plan: the driver collected and checked the inputs and the output folder already; the
-    checkpoints are the driver's resolved files (`spec.checkpoints`)."""
+    checkpoints are the driver's resolved files (`spec.checkpoints`), identified once per worker (`cache`, the
+    worker's models, keeps the identities across its units)."""
     require_openexr()
-    return _frozen(jobs, read_boxes_file(spec.boxes_file), resolve_checkpoints(spec))
+    return _frozen(jobs, read_boxes_file(spec.boxes_file), checkpoint_identities(spec, cache))
 
 
 @dataclass
