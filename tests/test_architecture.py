@@ -111,11 +111,9 @@ BUILTIN_TASK_NAMES = {"pose", "seg", "normal", "albedo", "pointmap", "matting"}
 #   the tiny test models of core/testing read; core/arch sits below core/tasks (a task module names its head,
 #   never the other way), so a new head kind is the one change outside its task module;
 # - core/pipeline/predict.py: PREDICTORS, the pipeline's public per-task functions behind `predict()`;
-# - core/studio/compute/capture.py: the cross-task geometry checks (normals vs pointmap vs pose);
 TASK_NAME_ALLOWED = {
     "core/arch/official_heads.py": 1,
     "core/pipeline/predict.py": 1,
-    "core/studio/compute/capture.py": 3,
 }
 
 

@@ -104,7 +104,8 @@ class Task:
       out_channels (None: any).
     Capture: layers (bundle EXR layers), previews, json_fields (JSON keys it adds per frame), temporal (the
       sequence pass changes it), mask_rank (where its result can give the frame's person mask: lower wins; None:
-      never).
+      never), geometry_input (the keyword of `check_geometry` its result feeds in the cross-task self-checks:
+      "normals", "pointmap" or "pose"; None: not checked).
     """
 
     name: ClassVar[str] = ""
@@ -128,6 +129,7 @@ class Task:
     json_fields: ClassVar[tuple[str, ...]] = ()
     temporal: ClassVar[bool] = False
     mask_rank: ClassVar[int | None] = None
+    geometry_input: ClassVar[str | None] = None
     frame_arrays: ClassVar[
         tuple[str, ...]
     ] = ()  # the CaptureFrame attributes of its per-pixel data (H, W[, C])

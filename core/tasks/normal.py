@@ -12,6 +12,7 @@ from .sizes import RELEASED_SIZES
 
 class NormalTask(DenseMapTask):
     name = "normal"
+    geometry_input = "normals"  # its result in the cross-task self-checks
     label = "surface normals"
     batch_field = "normals"
     run_rank = 30

@@ -13,6 +13,7 @@ from .values import nonfinite_in
 
 class PointmapTask(DenseMapTask):
     name = "pointmap"
+    geometry_input = "pointmap"  # its result in the cross-task self-checks
     label = "pointmap / depth"
     batch_field = "pointmap"
     run_rank = 50

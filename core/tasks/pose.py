@@ -12,6 +12,7 @@ from .values import nonfinite_in
 
 class PoseTask(Task):
     name = "pose"
+    geometry_input = "pose"  # its result in the cross-task self-checks
     label = "pose (308 keypoints)"
     batch_field = "pose"
     run_rank = 20

@@ -26,7 +26,7 @@ from ...timing import stage
 from ..errors import StudioError
 from ..runtime.host import Host
 from ..sources.batches import TaskBatch, place, require_batch
-from .geometry_checks import check_geometry
+from .geometry_checks import can_check, check_geometry
 
 
 class _BatchFields(Mapping[str, str]):
@@ -183,13 +183,13 @@ def capture_frames(
 
 def _checks(results: Mapping[str, Any], mask: np.ndarray | None) -> Any:
     """The geometry self-checks of one frame, where at least one can run (normals, or pose/pointmap with a
-    person mask); None otherwise."""
-    runnable = results["normal"] is not None or (
-        mask is not None and (results["pose"] is not None or results["pointmap"] is not None)
-    )
-    if not runnable:
+    person mask); None otherwise. Each task says which input of the checks its result is (`geometry_input`)."""
+    inputs = {
+        task.geometry_input: results[task.name]
+        for task in tasks_registry.all_tasks()
+        if task.geometry_input is not None and results.get(task.name) is not None
+    }
+    if not can_check(**inputs, mask=mask):
         return None
     with stage("checks"):
-        return check_geometry(
-            normals=results["normal"], pointmap=results["pointmap"], pose=results["pose"], mask=mask
-        )
+        return check_geometry(**inputs, mask=mask)

@@ -423,6 +423,17 @@ def _size(value: Any) -> tuple[int, int]:
     return int(shape[0]), int(shape[1])
 
 
+def can_check(
+    *,
+    normals: Any | None = None,
+    pointmap: Any | None = None,
+    pose: Any | None = None,
+    mask: Any | None = None,
+) -> bool:
+    """Whether `check_geometry` has anything to run on these inputs: normals, or pose or a pointmap with a mask."""
+    return normals is not None or (mask is not None and (pose is not None or pointmap is not None))
+
+
 def check_geometry(
     *,
     normals: Any | None = None,
