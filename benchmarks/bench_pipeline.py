@@ -146,7 +146,7 @@ _CACHE: Any = None  # one ModelCache for every job of this process: each model l
 def model_cache() -> Any:
     global _CACHE
     if _CACHE is None:
-        from sapiens2_studio.core.studio.runtime.models import ModelCache
+        from sapiens2_studio.core.studio import ModelCache  # the public path: ab runs it on older trees too
 
         _CACHE = ModelCache()
     return _CACHE
@@ -162,8 +162,8 @@ def run_predict_job(
 ) -> Any:
     """The job `sapiens2 predict` runs (engines.dispatch.run_prepared), with the process's shared model cache
     (`PredictJob.cache`: a repeated job loads no model again); returns the PredictJob after its run."""
+    from sapiens2_studio.core.studio import JobSpec, PredictJob
     from sapiens2_studio.core.studio.engines.dispatch import run_prepared
-    from sapiens2_studio.core.studio.jobs.job import JobSpec, PredictJob
 
     if args.exr_compression is not None:  # older engines (the 'before' column) have no such option
         if "exr_compression" not in JobSpec.__dataclass_fields__:
@@ -190,7 +190,7 @@ def run_predict_job(
 def job_options(writers: int, previews: bool) -> dict[str, Any]:
     """JobSpec options; `writers` only where this version of the engine has it (the benchmark also runs on
     versions before the option existed, for the 'before' column)."""
-    from sapiens2_studio.core.studio.jobs.job import JobSpec
+    from sapiens2_studio.core.studio import JobSpec
 
     options: dict[str, Any] = {"previews": previews}
     if "writers" in JobSpec.__dataclass_fields__:
@@ -254,7 +254,7 @@ def bench_stages(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     reuses their pages and is cheaper on some machines, docs/performance.md). `--direct-io-ab` adds the
     no-previews job with the EXR written through the page cache (direct I/O off), interleaved. The stages come
     from each job's run record; a stage the benchmark expects and the job did not report stops it."""
-    from sapiens2_studio.core.studio.runtime.host import Host
+    from sapiens2_studio.core.studio import Host
 
     frames = workdir / f"frames_{args.image_size[0]}x{args.image_size[1]}"
     write_frames(frames, args.frames, *args.image_size)
