@@ -12,14 +12,11 @@ def run_prepared(job: PredictJob) -> JobReport:
     Every engine runs the job's one plan (`job.plan`, made here when `prepare` was not called)."""
     job.planned()
     # a distributed run's units write into the driver's staging folder; only the driver publishes
-    remote = job.remote if job.member is None else None
-    if remote is None:
+    if job.member is not None or job.store.remote is None:
         return _run_engine(job)
-    with remote.mirrored(job.run_info.id, shared=job.spec.frames is not None) as fetched:
-        if fetched:
-            job.host.note(f"fetched {fetched} frame(s) published at {remote.url} into {remote.staging}")
+    with job.store.published(job.run_info.id, job.host, shared=job.spec.frames is not None):
         report = _run_engine(job)
-    report.published = remote.url
+    report.published = job.store.remote.url
     return report
 
 

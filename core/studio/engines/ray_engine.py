@@ -30,7 +30,7 @@ from ...timing import merge_stages
 from .. import errors
 from ..errors import EngineError, FinalizeError, OutputError
 from ..jobs.finalize import chunk_markers, finalize
-from ..store.lock import lock_output
+from ..store.output_store import recover_left_overs
 from ..store.resume import RunInfo
 from . import INSTALL_HINTS
 from .units import UnitResult, WorkUnit, run_unit, split_work
@@ -78,43 +78,35 @@ def run_on_ray(job: PredictJob) -> JobReport:
     host, report, out, plan = job.host, job.report, job.out, job.planned()
     # workers write where the driver stages (an output URL is published by the driver: dispatch.py)
     spec = dataclasses.replace(job.spec, out=str(out), staging=None, storage_options={})
-    job.make_folder(out)
-    lock = lock_output(out, job.run_info.id, host)
-    started_ray = False
-    try:
-        from ..jobs.job_plan import recover_left_overs
-
-        recover_left_overs(out, host)
-        if job.spec.clean and plan.check is not None:  # as the local engine: asked for
-            from ..store.orphans import remove_orphans
-
-            remove_orphans(plan.check.orphans)
-            report.removed, report.orphaned = report.orphaned, []
-        run = _resumed_run(job) or job.run_info
-        if run.id != job.run_info.id:  # the lock names the run every frame will carry
-            lock.run_id = run.id
-            report.run_id = run.id
-        lock.share()
-        started_ray = _connect(ray, spec)
-        pool = WorkerPool(ray, spec, dict(plan.paths))  # a plain dict: it is sent to the actors
-        units = split_work(plan.jobs, pool.workers, job.batch)
-        host.note(pool.describe(len(units)))
+    with job.store.opened(job.run_info.id, host) as lock:
+        started_ray = False
         try:
-            results = pool.run(units, run, on_unit=lambda unit, result: _progress(job, unit, result))
-        except BaseException:
-            with contextlib.suppress(OutputError):  # return only once no worker writes here any more
-                lock.exclusive(wait=30)
-            raise
-        lock.exclusive()  # every worker has let go: complete what killed ones left, then the temporal pass
-        recover_left_overs(out, host)
-        _collect(report, results, pool.retried, pool.failed)
-        _finalize(job, units, results, report)
-    finally:
-        if started_ray:
-            ray.shutdown()
-        lock.release()
-        job.remove_unused_folders()
-        report.notes = list(dict.fromkeys(host.notes + report.notes))
+            if job.spec.clean and plan.check is not None:  # as the local engine: asked for
+                job.store.remove_orphans(plan.check.orphans)
+                report.removed, report.orphaned = report.orphaned, []
+            run = _resumed_run(job) or job.run_info
+            if run.id != job.run_info.id:  # the lock names the run every frame will carry
+                lock.run_id = run.id
+                report.run_id = run.id
+            lock.share()
+            started_ray = _connect(ray, spec)
+            pool = WorkerPool(ray, spec, dict(plan.paths))  # a plain dict: it is sent to the actors
+            units = split_work(plan.jobs, pool.workers, job.batch)
+            host.note(pool.describe(len(units)))
+            try:
+                results = pool.run(units, run, on_unit=lambda unit, result: _progress(job, unit, result))
+            except BaseException:
+                with contextlib.suppress(OutputError):  # return only once no worker writes here any more
+                    lock.exclusive(wait=30)
+                raise
+            lock.exclusive()  # every worker has let go: complete what killed ones left, then the temporal pass
+            recover_left_overs(out, host)
+            _collect(report, results, pool.retried, pool.failed)
+            _finalize(job, units, results, report)
+        finally:
+            if started_ray:
+                ray.shutdown()
+            report.notes = list(dict.fromkeys(host.notes + report.notes))
     return report
 
 

@@ -35,7 +35,7 @@ from ...formats.sequence import SequenceWriter
 from ..compute.sequence_pass import SequencePass
 from ..errors import FinalizeError, InputError, OutputError
 from ..runtime.host import Host
-from ..store.lock import lock_output
+from ..store.output_store import OutputStore
 from ..store.outputs import frame_files, rewrite_frame_outputs
 from ..store.remote import RemoteOutput, is_remote, local_path
 from ..store.resume import PARTIAL_FORMAT, bundle_state, frame_ranges, is_pending
@@ -141,7 +141,7 @@ def finalize(
     """Run the temporal pass over the pending frames of every chunked sequence in `out` and write their indexes
     (module docstring). `smooth`: None keeps what the chunks recorded; True/False overrides it. `sequences`:
     only these (a distributed run's driver finalizes its own); `locked`: the caller holds the folder's exclusive
-    lock and has recovered what killed writers left (`job.recover_left_overs`). An output URL (`remote.py`): what
+    lock and has recovered what killed writers left (`output_store.recover_left_overs`). An output URL (`remote.py`): what
     the chunks published is fetched into `staging`, finalized there and published again, while no chunk runs."""
     if is_remote(out):
         remote = RemoteOutput(os.fspath(out), staging, storage_options)
@@ -169,18 +169,12 @@ def finalize(
         )
     runs = {(m.get("run") or {}).get("id") for _, m in markers}
     run_id = str(sorted(runs, key=str)[0])
-    lock = None if locked else lock_output(out, run_id if len(runs) == 1 else "finalize", host)
-    try:
-        if lock is not None:
-            from .job_plan import recover_left_overs
-
-            recover_left_overs(out, host)
+    # the caller's lock (a distributed run's driver), else the store's: exclusive, what killed writers left completed
+    opened = OutputStore(out).opened(run_id if len(runs) == 1 else "finalize", host)
+    with contextlib.nullcontext() if locked else opened:
         checked = [(folder, marker, check_sequence(folder, marker)) for folder, marker in markers]
         for folder, marker, frames in checked:  # every sequence checked before any changes
             _finalize_sequence(folder, marker, frames, smooth, report, on_frame)
-    finally:
-        if lock is not None:
-            lock.release()
     report.notes = list(host.notes)
     return report
 

@@ -8,9 +8,8 @@ output store and the models. Nothing the job runs calls back up into the job (`s
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,36 +20,13 @@ from ...timing import in_context, stage
 from ..errors import NonFiniteOutputError
 from ..runtime.host import Host
 from ..runtime.models import LoadedModel, ModelCache
+from ..store.output_store import OutputStore
 from ..store.resume import RunInfo
-from ..store.transaction import output_error
 from .job_checkpoints import auto_batch_size, load_models
 from .job_plan import RunPlan
 from .job_spec import ItemFn, JobReport, JobSpec
 from .pipelining import OrderedWriter
 from .stages import FrameItem, commit_frame, compute_frames, job_expectation
-
-
-@dataclass
-class RunFolders:
-    """Folders a run made, removed again at its end if it committed nothing there (someone else's stay)."""
-
-    created: list[Path] = field(default_factory=list)
-
-    def make(self, folder: Path) -> None:
-        if folder.is_dir():
-            return
-        try:
-            folder.mkdir(parents=True)
-        except FileExistsError:
-            return
-        except OSError as exc:
-            raise output_error(exc, folder) from None
-        self.created.append(folder)
-
-    def remove_unused(self) -> None:
-        for folder in reversed(self.created):
-            with contextlib.suppress(OSError):
-                folder.rmdir()  # only succeeds when empty: nothing of this run (or anyone else's) is there
 
 
 @dataclass
@@ -66,7 +42,7 @@ class FrameRun:
     report: JobReport
     host: Host
     writer: OrderedWriter
-    folders: RunFolders
+    store: OutputStore
     models: dict[str, LoadedModel]
     cache: ModelCache
     batch: int
@@ -101,7 +77,7 @@ class FrameRun:
         """One frame's transaction: sidecars and EXR staged, JSON last (stages.commit_frame). It runs on a
         writer thread when `writers` > 0 while the models go on; `done()` follows on this thread, in frame
         order (pipelining.OrderedWriter), so what records a frame only sees committed ones."""
-        self.folders.make(item.folder)
+        self.store.make_folder(item.folder)
         work = in_context(partial(commit_frame, item, frame, run, self.spec, temporal=temporal))
         self.writer.submit(work, partial(self._committed, done))
 

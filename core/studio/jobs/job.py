@@ -19,7 +19,6 @@ The spec and report (`job_spec.py`), the checkpoints and models (`job_checkpoint
 
 from __future__ import annotations
 
-import os
 from functools import partial
 from pathlib import Path
 
@@ -29,12 +28,10 @@ from ..errors import StudioError
 from ..runtime.host import Host
 from ..runtime.models import LoadedModel, ModelCache
 from ..sources.inputs import ImageJob, SequenceJob
-from ..store.lock import lock_output
-from ..store.orphans import remove_orphans
-from ..store.remote import RemoteOutput, is_remote, local_path
+from ..store.output_store import OutputStore
+from ..store.remote import RemoteOutput
 from ..store.resume import RunInfo
-from ..store.transaction import pause_point
-from .frame_run import FrameRun, RunFolders
+from .frame_run import FrameRun
 from .job_checkpoints import (
     auto_batch_size,
     checkpoint_identities,
@@ -82,12 +79,8 @@ class PredictJob:
         self.spec = spec
         self.host = host or Host()
         self.on_item = on_item
-        self.remote = (
-            RemoteOutput(os.fspath(spec.out), spec.staging, spec.storage_options)
-            if is_remote(spec.out)
-            else None
-        )
-        self.out = self.remote.staging if self.remote is not None else local_path(spec.out)
+        self.store = OutputStore(spec.out, staging=spec.staging, storage_options=spec.storage_options)
+        self.out = self.store.folder  # where frames are written (an output URL's staging folder)
         self.member = member
         self.run_info = member.run if member is not None else RunInfo.new(spec.run_id)
         self.report = JobReport(self.out, run_id=self.run_info.id)
@@ -96,7 +89,6 @@ class PredictJob:
         self.cache = member.cache if member is not None else ModelCache()
         self.batch = 1 if spec.batch_size == "auto" else int(spec.batch_size)
         self.tasks = tuple(t for t in tasks_registry.run_order() if t in spec.tasks)
-        self.folders = RunFolders()  # folders this run made (removed again if it commits nothing there)
 
     # ------------------------------------------------------------------------------------------------ set-up
 
@@ -147,58 +139,53 @@ class PredictJob:
                 f"PredictJob.run is the local engine; a job for the {self.spec.engine} engine runs through "
                 "run_job(spec) or engines.dispatch.run_prepared(job)"
             )
-        self.make_folder(self.out)
-        lock = None
+        # a farm chunk or a distributed run's unit: other writers of the run may write beside it
+        shared = self.spec.frames is not None or self.member is not None
         try:
-            # a farm chunk or a distributed run's unit: other writers of the run may write beside it
-            shared = self.spec.frames is not None or self.member is not None
-            lock = lock_output(self.out, self.run_info.id, self.host, shared=shared)
-            pause_point("locked")
-            if not shared:
-                recover_left_overs(self.out, self.host)
-            if self.spec.clean and self.member is None and plan.check is not None:
-                remove_orphans(plan.check.orphans)  # asked for: the only way results of a missing input go
-                self.report.removed, self.report.orphaned = self.report.orphaned, []
-            shas = {}
-            if self.spec.skip_existing or self._trusted_run:  # each identity's sha256, hashed at most once
-                shas = {t: identity.sha256 for t, identity in plan.checkpoints.items()}
-            with OrderedWriter(self.spec.writers) as writer:  # see pipelining.py
-                running = FrameRun(
-                    spec=self.spec,
-                    plan=plan,
-                    out=self.out,
-                    tasks=self.tasks,
-                    run_info=self.run_info,
-                    report=self.report,
-                    host=self.host,
-                    writer=writer,
-                    folders=self.folders,
-                    models=self.models,
-                    cache=self.cache,
-                    batch=self.batch,
-                    checkpoint_shas=shas,
-                    trusted_run=self._trusted_run,
-                    on_item=self.on_item,
-                )
-                run_images(running, plan)
-                for sequence in plan.sequences:
-                    count, error = run_sequence(running, plan.boxes, sequence)
-                    if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
-                        marker = self.out / sequence.name / f"{sequence.name}.partial.json"
-                        state = "no index, marked partial" if marker.exists() else "nothing changed there"
-                        self.report.failures.append(
-                            f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
-                        )
+            with self.store.opened(self.run_info.id, self.host, shared=shared):
+                if self.spec.clean and self.member is None and plan.check is not None:
+                    # asked for: the only way results of a missing input go
+                    self.store.remove_orphans(plan.check.orphans)
+                    self.report.removed, self.report.orphaned = self.report.orphaned, []
+                with OrderedWriter(self.spec.writers) as writer:  # see pipelining.py
+                    self._run_frames(plan, writer)
         finally:
-            if lock is not None:
-                lock.release()
-            self.folders.remove_unused()
             self.report.notes = list(dict.fromkeys(self.host.notes))
         return self.report
 
-    def make_folder(self, folder: Path) -> None:
-        """Make `folder` if missing, remembering it (the Ray engine's driver makes the output folder too)."""
-        self.folders.make(folder)
+    def _run_frames(self, plan: RunPlan, writer: OrderedWriter) -> None:
+        """Hand the runners this run's `FrameRun`: single images first, then each sequence in order."""
+        shas = {}
+        if self.spec.skip_existing or self._trusted_run:  # each identity's sha256, hashed at most once
+            shas = {t: identity.sha256 for t, identity in plan.checkpoints.items()}
+        running = FrameRun(
+            spec=self.spec,
+            plan=plan,
+            out=self.out,
+            tasks=self.tasks,
+            run_info=self.run_info,
+            report=self.report,
+            host=self.host,
+            writer=writer,
+            store=self.store,
+            models=self.models,
+            cache=self.cache,
+            batch=self.batch,
+            checkpoint_shas=shas,
+            trusted_run=self._trusted_run,
+            on_item=self.on_item,
+        )
+        run_images(running, plan)
+        for sequence in plan.sequences:
+            count, error = run_sequence(running, plan.boxes, sequence)
+            if error is not None:  # a broken frame stops its sequence (no index), not the whole batch
+                marker = self.out / sequence.name / f"{sequence.name}.partial.json"
+                state = "no index, marked partial" if marker.exists() else "nothing changed there"
+                self.report.failures.append(
+                    f"{error.message} (sequence {sequence.name!r} stopped after {count} frame(s); {state})"
+                )
 
-    def remove_unused_folders(self) -> None:
-        self.folders.remove_unused()
+    @property
+    def remote(self) -> RemoteOutput | None:
+        """The output URL's staging and publishing (`store.remote`), None for a local folder."""
+        return self.store.remote

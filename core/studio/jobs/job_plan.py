@@ -16,13 +16,12 @@ from types import MappingProxyType
 
 from ...checkpoints.identity import CheckpointIdentity
 from ...formats.exr import require_openexr
-from ..runtime.host import Host
 from ..runtime.models import ModelCache
 from ..sources.given_boxes import BoxesFile, read_boxes_file
 from ..sources.inputs import ImageJob, SequenceJob, collect_inputs
+from ..store.output_store import recover_left_overs as recover_left_overs  # its old import path
 from ..store.remote import RemoteOutput
 from ..store.resume import RunInfo
-from ..store.transaction import clean_stale_temporaries, recover_commits
 from .job_checkpoints import checkpoint_identities
 from .job_spec import JobSpec
 from .preflight import OutputCheck, check_output_folder
@@ -121,13 +120,3 @@ class Member:
     run: RunInfo
     cache: ModelCache
     retry: bool = False
-
-
-def recover_left_overs(out: Path, host: Host) -> None:
-    """Under the exclusive lock: complete the commits killed runs left half done, remove their temporaries."""
-    recovered = recover_commits(out)
-    if recovered:
-        host.note(f"completed {len(recovered)} frame commit(s) that an interrupted earlier run had started")
-    removed = clean_stale_temporaries(out)
-    if removed:
-        host.note(f"removed {len(removed)} temporary file(s) left by an interrupted earlier run")

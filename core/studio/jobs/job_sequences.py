@@ -106,7 +106,7 @@ def run_sequence(
         """Before the first change in the folder: mark the sequence partial, then drop its old index."""
         if state["started"]:
             return
-        running.folders.make(folder)
+        running.store.make_folder(folder)
         expected = shot if deferred else None
         if expected is not None:
             frames: int | None = len(expected)
