@@ -70,6 +70,7 @@ MISSING_MODELS = """() => {
   const box = group || dialog;
   return box ? box.innerText : null;
 }"""
+REPORT_IN_PANEL = """() => !!document.querySelector('[data-testid="properties-panel"] [data-testid="error-group-missing-model"]')"""
 SET_WIDGET = """({type, widget, value}) => {
   for (const n of app.graph.nodes) if (n.type === type)
     for (const w of n.widgets || []) if (w.name === widget) w.value = value;
@@ -280,7 +281,12 @@ class Frontend:
         for _ in range(3):
             if not self.page.evaluate(MISSING_MODELS):
                 break
-            self.page.keyboard.press("Escape")
+            if self.page.evaluate(REPORT_IN_PANEL):
+                # 1.4x+: the report is the errors tab of the properties panel, which Escape leaves open (each
+                # close used to wait out 3 x 5 s, ~30 s a test on CI): close the panel itself.
+                self.page.get_by_role("button", name="Toggle properties panel").first.click()
+            else:
+                self.page.keyboard.press("Escape")
             try:
                 self.page.wait_for_function(f"() => !({MISSING_MODELS})()", timeout=5_000)
             except PlaywrightTimeout:
