@@ -5,6 +5,9 @@ two output folders (every EXR channel, JSON without per-run records, other files
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +47,28 @@ def predict(home: Path, walk: Path, out: Path, *extra: str, tasks: str = TASKS) 
     args += ["--no-download", "--device", "cpu", "--boxes", str(walk.parent / "boxes.json"), "--no-flip-test"]
     mesh = ["--mesh", "ply"] if "pointmap" in tasks else []
     return main([*args, "--smooth", *mesh, "--fps", "24", *extra])
+
+
+def predict_killed_after(commits: int, home: Path, walk: Path, out: Path | str, *extra: str):
+    """``predict`` in a child process that the test pause kills (SIGKILL) right after its ``commits``-th frame
+    commit: a killed run, for resume tests. Returns the finished process."""
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from studio_runs import predict; "
+        "out = sys.argv[4] if '://' in sys.argv[4] else Path(sys.argv[4]); "
+        "sys.exit(predict(Path(sys.argv[2]), Path(sys.argv[3]), out, *sys.argv[5:]))"
+    )
+    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": f"committed:{commits}:kill"}
+    args = [
+        sys.executable,
+        "-c",
+        code,
+        str(Path(__file__).resolve().parent),
+        str(home),
+        str(walk),
+        str(out),
+        *extra,
+    ]
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
 
 
 def _strip(value):

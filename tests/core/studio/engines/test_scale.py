@@ -9,9 +9,6 @@ keeps its verified frames; finalize refuses, naming the frames, when some are mi
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ pytest.importorskip("OpenEXR")
 from sapiens2_studio.cli.main import main
 from sapiens2_studio.core.formats.exr import read_exr
 from sapiens2_studio.core.formats.sequence import read_sequence
-from studio_runs import FRAMES, assert_same_outputs, predict
+from studio_runs import FRAMES, assert_same_outputs, predict, predict_killed_after
 from videos import write_walk_video
 
 
@@ -138,21 +135,7 @@ def test_a_smoothed_sequence_killed_and_resumed_equals_one_run(tmp_path, home, w
     through the pass from their raw inputs (`run.temporal`), so the smoothing after the resume point is the
     uninterrupted run's — every keypoint, the smoothed scale and the rescaled points equal."""
     out = tmp_path / "out"
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from studio_runs import predict; "
-        "sys.exit(predict(Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4])))"
-    )
-    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": "committed:5:kill"}
-    args = [
-        sys.executable,
-        "-c",
-        code,
-        str(Path(__file__).resolve().parents[3]),
-        str(home),
-        str(walk),
-        str(out),
-    ]
-    assert subprocess.run(args, env=env, capture_output=True, timeout=300).returncode == -9
+    assert predict_killed_after(5, home, walk, out).returncode == -9
     assert (out / "walk" / "walk.partial.json").is_file()
     assert predict(home, walk, out, "--skip-existing") == 0
     assert_same_outputs(full_run, out / "walk")

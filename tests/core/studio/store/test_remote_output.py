@@ -15,8 +15,6 @@ import logging
 import os
 import re
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -30,7 +28,7 @@ moto_server = pytest.importorskip("moto.server")
 from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 from sapiens2_studio.cli.main import main  # noqa: E402
 from sapiens2_studio.core.studio.store.remote import LOCKS_FOLDER, RemoteOutput, is_remote  # noqa: E402
-from studio_runs import assert_same_outputs, predict  # noqa: E402
+from studio_runs import assert_same_outputs, predict, predict_killed_after  # noqa: E402
 
 TASKS = "pose,pointmap,normal"
 FRAMES = 6
@@ -165,22 +163,7 @@ def test_a_killed_job_resumes_and_redoes_only_what_is_missing(
     url = f"s3://{BUCKET}/killed"
     staging = tmp_path / "staging"
     extra = ("--run-id", "local", "--staging", str(staging))
-    code = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; from studio_runs import predict; "
-        "sys.exit(predict(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4], *sys.argv[5:]))"
-    )
-    env = {**os.environ, "SAPIENS2_TEST_PAUSE_AT": "committed:4:kill"}
-    args = [
-        sys.executable,
-        "-c",
-        code,
-        str(Path(__file__).resolve().parents[3]),
-        str(home),
-        str(walk),
-        url,
-        *extra,
-    ]
-    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+    proc = predict_killed_after(4, home, walk, url, *extra)
     assert proc.returncode == -9, proc.stderr
     s3.invalidate_cache()
     published = [p for p in s3.find(f"{BUCKET}/killed") if re.search(r"/walk_\d{4}\.json$", p)]
