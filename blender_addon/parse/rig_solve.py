@@ -26,7 +26,9 @@ bone sees it (a bone's direction or rotation, a twist), and on the pelvis (the r
 where motion is slower than in the world (a hand's world frame adds up the hips, spine, shoulder and elbow). A
 still joint loses its jitter; a fast one keeps its motion (the cut-off opens with the local speed). Bend-plane
 twists are weighted by how bent the limb is (information ~ sin^2 of the bend), so nearly straight frames lean on
-their neighbours. The head alone is cleaned up by curvature (``rig_smooth``): it turns smoothly but fast.
+their neighbours. The head alone is cleaned up by curvature (``rig_smooth``): it turns smoothly but fast. A
+thigh's twist, read from the bend plane and the foot with the variances the clip tells, is smoothed as a
+maximum-likelihood spline against a calm copy of the hips (``limb``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from .rig_math import (
     twist_about_y,
 )
 from .rig_skeleton import HAND_REST, HEAD_REST, SIDES, SOLE_REST, Measurements, RestPose, side_frame
-from .rig_smooth import curvature_smooth
+from .rig_smooth import curvature_smooth, spline_smooth
 
 # Clean-up: a frame bent less than this leans on its neighbours for the upper bone's twist (information ~ sin^2 of
 # the bend). 24 deg, not 12: on the walking truth at 3 mm noise upper arms 15.5-16.9 -> 10.6-13.3 deg, legs
@@ -315,7 +317,18 @@ class _Solver:
         """Upper bone aimed at the observed elbow/knee, lower at the wrist/ankle from where the upper ends;
         both hinge about the normal of the bend plane. ``guide``: (T, 3, 3) the lower bone's frame as the end
         part (the foot) sees it, and its trust -- a second view of the twist (``guided_twist``). Returns the lower
-        bone's hinge-only frame."""
+        bone's hinge-only frame.
+
+        With clean-up and a guide the clip can weigh (``guide_usable``), the twist is read against a *calm*
+        parent (``calm``) and smoothed as a maximum-likelihood spline (``rig_smooth.spline_smooth``) with the
+        variances ``guided_twist`` reads. Why: read against the cleaned-up hips, the twist carries their residual
+        jitter -- the true twist seen that way accelerates 2-6x as much as seen from the true hips (at 3 mm: walk
+        0.6 against 0.12 deg/frame^2, run 0.65 / 0.3, slow 0.44 / 0.07) -- which a smoother either keeps or puts
+        into the world twist. A reference only has to be smooth, not accurate, to take it out; against it the
+        twist is smooth, and a smoother that knows what each frame is worth can average it. On the 13 draws (walk
+        5-10, run 5-8, slow 11-13, 3 mm, 5 % dropped) thighs 3.1-5.8 -> 2.5-4.9 deg, every draw better; the calm
+        reference with the speed-adaptive filter, or the spline against the cleaned-up hips, each lost on some
+        (docs/blender.md)."""
         start = self.place(upper)
         bend, goal = self.p(pole), self.p(target)
         length = self.m.lengths[upper.split(".")[0]]
@@ -324,22 +337,29 @@ class _Solver:
         # of the elbow turns the plane by degrees, so a smoothed (slightly rounded) elbow would bias the twist.
         plane = np.cross(seen_up, normalize(goal - (start + length * seen_up)))
         bent = np.linalg.norm(plane, axis=-1)
+        ok = bent > WEAK_BEND
+        strength = np.where(ok, (bent / BEND_REFERENCE) ** 2, 0.0)
+        guided = self.cleanup is not None and guide is not None and self.guide_usable(strength, guide[1])
         up_dir = self.steady(self.parent_delta(upper), seen_up)
         carried = self.carried(upper)
-        swung = shortest_arc(carried[..., :, 1], up_dir) @ carried  # aimed, keeping the parent's twist
+        if guided:
+            carried = self.calm(self.parent_delta(upper)) @ self.rest.frames[self.i(upper)]
+        swung = shortest_arc(carried[..., :, 1], up_dir) @ carried  # aimed, keeping the (reference's) twist
         # The plane's normal as the swung bone sees it: (cos, sin) of the upper bone's own twist. A frame too
         # straight to show its plane takes the twist from its neighbours; a limb never bent keeps no twist.
         unit = normalize(plane)
         seen = np.stack([np.sum(unit * swung[..., :, 0], -1), -np.sum(unit * swung[..., :, 2], -1)], -1)
-        ok = bent > WEAK_BEND
         seen = fill_weak(seen, ok) if ok.any() else np.tile([1.0, 0.0], (len(seen), 1))
         low_dir = normalize(goal - (start + length * up_dir))
-        if self.cleanup is not None:
-            strength = np.where(ok, (bent / BEND_REFERENCE) ** 2, 0.0)
-            information = np.clip(strength, 0.0, 1.0)
-            if guide is not None:
-                seen, information = self.guided_twist(swung, low_dir, seen, strength, *guide)
-            seen = self.smooth(seen, weights=information)
+        if guided:
+            seen, variance = self.guided_twist(swung, low_dir, seen, strength, *guide)
+            # No Strength here: the spline smooths as much as the clip's own noise says. At Strength 2, read as a
+            # 16x lower process noise (half the cut-off), the walk's thighs went from 3.0-4.6 to 4.4-6.4 deg at 3 mm
+            # (seeds 5-10); ignoring it, to 2.7-4.5 (at 6 mm, walk, run and slow: 5.4-10.7 -> 3.8-10.6).
+            twist = spline_smooth(np.unwrap(np.arctan2(seen[:, 1], seen[:, 0])), variance)
+            seen = np.stack([np.cos(twist), np.sin(twist)], -1)
+        elif self.cleanup is not None:
+            seen = self.smooth(seen, weights=np.clip(strength, 0.0, 1.0))
         frame = swung @ rotation_y(np.arctan2(seen[:, 1], seen[:, 0]))
         self.set(upper, frame)
         self.place(lower)
@@ -348,6 +368,24 @@ class _Solver:
         self.set(lower, hinge)
         return hinge
 
+    @staticmethod
+    def guide_usable(strength: np.ndarray, trust: np.ndarray | None) -> bool:
+        """Whether the clip has enough well-bent, fully trusted runs of three frames (``GUIDE_MIN_FRAMES``) to
+        tell what the bend plane's and the foot's readings of a thigh's twist are worth (``guided_twist``)."""
+        trusted = np.ones_like(strength) if trust is None else np.clip(trust, 0.0, 1.0)
+        good = (strength >= 1.0) & (trusted >= 1.0)
+        return int((good[1:-1] & good[:-2] & good[2:]).sum()) >= GUIDE_MIN_FRAMES
+
+    def calm(self, parent: np.ndarray) -> np.ndarray:
+        """(T, 3, 3) a parent's world rotations low-passed at the clean-up's still-joint cut-off, with no speed
+        term: a reference for a twist that only needs to be smooth, not accurate (``limb``)."""
+        steady = CleanUp(min_cutoff=self.cleanup.min_cutoff, beta=0.0, envelope=self.cleanup.envelope)
+        flat = adaptive_smooth(parent.reshape(-1, 9), self.fps, steady).reshape(-1, 3, 3)
+        u, _, vt = np.linalg.svd(flat)
+        d = np.sign(np.linalg.det(u @ vt))
+        u[..., :, 2] *= d[:, None]
+        return u @ vt
+
     def guided_twist(self, swung: np.ndarray, low_dir: np.ndarray, seen: np.ndarray, strength: np.ndarray,
                      guide: np.ndarray, trust: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """The upper bone's twist (cos, sin) read twice and combined by how well each view sees it: the bend plane
@@ -355,9 +393,9 @@ class _Solver:
         frame as the foot sees it, ``trust`` its fit). The foot turns with the leg's twist, up to the ankle's own
         axial play; what that play and the foot's noise are worth is read from the clip itself, on its well-bent
         frames (where the plane is seen), against the plane's own noise there. Returns the combined (cos, sin) and
-        the (T,) weight the clean-up gives it. A clip whose ankle turns a lot about the shin, or with no noise, so
-        leans on the plane; a noisy straight-kneed stance leans on the foot."""
-        weight = np.clip(strength, 0.0, 1.0)
+        its (T,) variance (rad^2; inf where neither view sees it). A clip whose ankle turns a lot about the shin, or
+        with no noise, so leans on the plane; a noisy straight-kneed stance leans on the foot. The caller checks
+        ``guide_usable`` first."""
         angle = np.arctan2(seen[:, 1], seen[:, 0])
         foot = angle + twist_about_y(
             np.swapaxes(self.hinge(swung @ rotation_y(angle), low_dir), -1, -2) @ guide
@@ -365,8 +403,6 @@ class _Solver:
         trusted = np.ones_like(strength) if trust is None else np.clip(trust, 0.0, 1.0)
         good = (strength >= 1.0) & (trusted >= 1.0)
         triple = good[1:-1] & good[:-2] & good[2:]
-        if triple.sum() < GUIDE_MIN_FRAMES:
-            return seen, weight
         # The plane's noise at full strength: second differences of the twist on well-bent runs (a slow twist adds
         # next to nothing to them), scaled by each frame's strength; medians, over a chi^2(1) median of 0.455.
         r = _wrap(angle[1:-1] - 0.5 * (angle[:-2] + angle[2:]))
@@ -374,9 +410,18 @@ class _Solver:
         offset = _wrap(foot - angle)[good]
         spread = np.median(offset**2) / CHI2_MEDIAN  # the ankle's play counts as the foot's error
         foot_var = max(spread - plane_var * np.median(1.0 / strength[good]), 0.25 * spread, 1e-12)
-        foot_weight = trusted * plane_var / foot_var
-        both = strength[:, None] * seen + foot_weight[:, None] * np.stack([np.cos(foot), np.sin(foot)], -1)
-        return normalize(both), np.clip(weight + foot_weight, 0.0, 1.0)
+        # The plane's noise as its weakly bent frames show it too: there it is larger than 1 / strength extrapolates
+        # from the well-bent ones (at 3 mm: 1.2-1.4x in rms at strength 0.02-0.4), and the spline would
+        # follow a run of them. The same law, its one scale read from every seen run of three frames (each second
+        # difference's variance is the sum of its three frames' variances).
+        seen3 = (strength[1:-1] > 0) & (strength[:-2] > 0) & (strength[2:] > 0)
+        s = np.maximum(strength, 1e-12)
+        k = 1.0 / s[1:-1] + 0.25 / s[:-2] + 0.25 / s[2:]
+        plane_noise = max(float(np.median((r**2 / k)[seen3]) / CHI2_MEDIAN), 1e-12)
+        w_plane, w_foot = strength / plane_noise, trusted / foot_var
+        both = w_plane[:, None] * seen + w_foot[:, None] * np.stack([np.cos(foot), np.sin(foot)], -1)
+        total = w_plane + w_foot
+        return normalize(both), np.where(total > 0, 1.0 / np.maximum(total, 1e-300), np.inf)
 
     @staticmethod
     def hinge(upper: np.ndarray, low_dir: np.ndarray) -> np.ndarray:
