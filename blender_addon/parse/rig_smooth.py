@@ -1,4 +1,5 @@
-"""A curvature-adaptive smoother for the rig's clean-up (numpy only).
+"""Smoothers for the rig's clean-up beyond the speed-adaptive filter (numpy only): curvature-adaptive, and a
+maximum-likelihood spline.
 
 A symmetric low-pass leaves a constant-speed motion untouched: its bias comes from the motion's *curvature*
 (second derivative), not its speed. The One-Euro filter of ``rig_filters`` opens with speed, so a part that turns
@@ -7,6 +8,10 @@ window whose width is chosen per frame to balance that bias against the noise --
 a local-linear fit, h^5 = gain s^2 / (2 sqrt(pi) x''^2), with x'' from a local cubic pilot (the largest within
 +-2 frames, so a kink is not smoothed over) and s the track's own noise. Symmetric: a step stays on its frame.
 Used for the head (``rig_solve``), where it measured best against an oracle (docs/blender.md).
+
+``spline_smooth``: a track whose every frame's noise is known (a thigh's twist, read from a bend plane worth
+sin^2 of the bend and from the foot) smoothed as a cubic smoothing spline in its Kalman / Rauch-Tung-Striebel form,
+its one parameter the maximum-likelihood one for the track. Used for the thighs' twist (``rig_solve.limb``).
 """
 
 from __future__ import annotations
