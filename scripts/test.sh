@@ -7,7 +7,7 @@
 #                                   the newest registry frontend, comfyui_controlnet_aux, Debian chromium, bpy 4.2
 #                                   LTS / 4.5 LTS / 5.0 / 5.3), runs ruff and every test leg in parallel and prints
 #                                   each host version with the tests passed on it. Warm (hosts cached in
-#                                   .hosts/) ~12-14 min on 2 idle cores, cold ~20-25 min (docs/testing.md).
+#                                   .hosts/) ~22 min on 2 idle cores, cold ~27-31 min (docs/testing.md).
 #   bash scripts/test.sh ARGS...    just pytest ARGS in .venv (e.g. `-k parity`, `tests/comfy -x`), on the hosts
 #                                   a previous full run left in .hosts/hosts.json.
 set -euo pipefail
