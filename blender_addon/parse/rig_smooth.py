@@ -11,7 +11,8 @@ Used for the head (``rig_solve``), where it measured best against an oracle (doc
 
 ``spline_smooth``: a track whose every frame's noise is known (a thigh's twist, read from a bend plane worth
 sin^2 of the bend and from the foot) smoothed as a cubic smoothing spline in its Kalman / Rauch-Tung-Striebel form,
-its one parameter the maximum-likelihood one for the track. Used for the thighs' twist (``rig_solve.limb``).
+its one parameter the maximum-likelihood one for the track. Used for the thighs' and upper arms' twist
+(``rig_solve.limb``).
 """
 
 from __future__ import annotations

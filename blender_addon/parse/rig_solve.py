@@ -28,7 +28,8 @@ still joint loses its jitter; a fast one keeps its motion (the cut-off opens wit
 twists are weighted by how bent the limb is (information ~ sin^2 of the bend), so nearly straight frames lean on
 their neighbours. The head alone is cleaned up by curvature (``rig_smooth``): it turns smoothly but fast. A
 thigh's twist, read from the bend plane and the foot with the variances the clip tells, is smoothed as a
-maximum-likelihood spline against a calm copy of the hips (``limb``).
+maximum-likelihood spline against a calm copy of the hips (``limb``); an upper arm's, read from the bend plane alone,
+by the same spline against the cleaned-up clavicle.
 """
 
 from __future__ import annotations
@@ -328,7 +329,14 @@ class _Solver:
         twist is smooth, and a smoother that knows what each frame is worth can average it. On the 13 draws (walk
         5-10, run 5-8, slow 11-13, 3 mm, 5 % dropped) thighs 3.1-5.8 -> 2.5-4.9 deg, every draw better; the calm
         reference with the speed-adaptive filter, or the spline against the cleaned-up hips, each lost on some
-        (docs/blender.md)."""
+        (docs/blender.md).
+
+        Without a guide (an arm), with clean-up and at least ``GUIDE_MIN_FRAMES`` frames bent enough to show the
+        plane, the twist is the same spline on the plane alone (variance ``plane_noise`` / strength), against the
+        cleaned-up parent: the upper arm's worst frame was its twist on all 13 draws (direction 0.8-2.7 deg, the
+        elbow angle 0-2.3), with the elbow bent 17-28 deg, and the speed-adaptive filter left 6-12 deg of it.
+        Upper arms 9.0-12.4 -> 5.8-9.8 deg (walk), 6.0-10.2 -> 3.9-6.9 (run), 8.1-9.0 -> 4.3-6.3 (slow); the
+        calm clavicle as reference lost more where it lost (walk 6 +0.8, run 6 +0.5 deg, against +0.3 / +0.3)."""
         start = self.place(upper)
         bend, goal = self.p(pole), self.p(target)
         length = self.m.lengths[upper.split(".")[0]]
@@ -340,6 +348,8 @@ class _Solver:
         ok = bent > WEAK_BEND
         strength = np.where(ok, (bent / BEND_REFERENCE) ** 2, 0.0)
         guided = self.cleanup is not None and guide is not None and self.guide_usable(strength, guide[1])
+        # An arm (no guide): the plane alone, spline-smoothed where the clip shows enough bent frames to weigh it.
+        plain = self.cleanup is not None and guide is None and int(ok.sum()) >= GUIDE_MIN_FRAMES
         up_dir = self.steady(self.parent_delta(upper), seen_up)
         carried = self.carried(upper)
         if guided:
@@ -351,12 +361,23 @@ class _Solver:
         seen = np.stack([np.sum(unit * swung[..., :, 0], -1), -np.sum(unit * swung[..., :, 2], -1)], -1)
         seen = fill_weak(seen, ok) if ok.any() else np.tile([1.0, 0.0], (len(seen), 1))
         low_dir = normalize(goal - (start + length * up_dir))
+        reference = None
         if guided:
             seen, variance = self.guided_twist(swung, low_dir, seen, strength, *guide)
             # No Strength here: the spline smooths as much as the clip's own noise says. At Strength 2, read as a
             # 16x lower process noise (half the cut-off), the walk's thighs went from 3.0-4.6 to 4.4-6.4 deg at 3 mm
             # (seeds 5-10); ignoring it, to 2.7-4.5 (at 6 mm, walk, run and slow: 5.4-10.7 -> 3.8-10.6).
             twist = spline_smooth(np.unwrap(np.arctan2(seen[:, 1], seen[:, 0])), variance)
+            seen = np.stack([np.cos(twist), np.sin(twist)], -1)
+        elif plain:
+            # The end part (the hand) keeps being cleaned up against the hinge of the speed-adaptive twist: its
+            # filter's speed is read in that frame, and against the spline's hinge the walk's and run's hands and
+            # forearms moved by up to 0.5 deg either way (noise-bound at 8-16 deg; run 6 +0.49, slow 12 +0.41).
+            filtered = self.smooth(seen, weights=np.clip(strength, 0.0, 1.0))
+            reference = swung @ rotation_y(np.arctan2(filtered[:, 1], filtered[:, 0]))
+            angle = np.arctan2(seen[:, 1], seen[:, 0])
+            variance = np.where(ok, self.plane_noise(angle, strength) / np.maximum(strength, 1e-12), np.inf)
+            twist = spline_smooth(np.unwrap(angle), variance)
             seen = np.stack([np.cos(twist), np.sin(twist)], -1)
         elif self.cleanup is not None:
             seen = self.smooth(seen, weights=np.clip(strength, 0.0, 1.0))
@@ -365,7 +386,7 @@ class _Solver:
         self.place(lower)
         low_dir = self.steady(self.delta(self.i(upper)), low_dir)
         hinge = self.hinge(frame, low_dir)
-        self.set(lower, hinge)
+        self.set(lower, hinge if reference is None else self.hinge(reference, low_dir))
         return hinge
 
     @staticmethod
@@ -410,18 +431,26 @@ class _Solver:
         offset = _wrap(foot - angle)[good]
         spread = np.median(offset**2) / CHI2_MEDIAN  # the ankle's play counts as the foot's error
         foot_var = max(spread - plane_var * np.median(1.0 / strength[good]), 0.25 * spread, 1e-12)
-        # The plane's noise as its weakly bent frames show it too: there it is larger than 1 / strength extrapolates
-        # from the well-bent ones (at 3 mm: 1.2-1.4x in rms at strength 0.02-0.4), and the spline would
-        # follow a run of them. The same law, its one scale read from every seen run of three frames (each second
-        # difference's variance is the sum of its three frames' variances).
-        seen3 = (strength[1:-1] > 0) & (strength[:-2] > 0) & (strength[2:] > 0)
-        s = np.maximum(strength, 1e-12)
-        k = 1.0 / s[1:-1] + 0.25 / s[:-2] + 0.25 / s[2:]
-        plane_noise = max(float(np.median((r**2 / k)[seen3]) / CHI2_MEDIAN), 1e-12)
-        w_plane, w_foot = strength / plane_noise, trusted / foot_var
+        w_plane, w_foot = strength / self.plane_noise(angle, strength), trusted / foot_var
         both = w_plane[:, None] * seen + w_foot[:, None] * np.stack([np.cos(foot), np.sin(foot)], -1)
         total = w_plane + w_foot
         return normalize(both), np.where(total > 0, 1.0 / np.maximum(total, 1e-300), np.inf)
+
+    @staticmethod
+    def plane_noise(angle: np.ndarray, strength: np.ndarray) -> float:
+        """The bend plane's twist variance at full strength (rad^2; a frame's is this / its strength), read from the
+        clip: the second differences of the twist ``angle`` (T,) on every seen run of three frames, each one's
+        variance the sum of its three frames' (a slow twist adds next to nothing to them); median over a chi^2(1)
+        median. Why every seen run, not only the well-bent ones: at 3 mm a weakly bent frame's plane is noisier
+        than 1 / strength extrapolates from those (1.2-1.4x in rms at strength 0.02-0.4), and the spline would
+        follow a run of them (run seed 18's thigh 3.9 -> 8.1 deg)."""
+        r = _wrap(angle[1:-1] - 0.5 * (angle[:-2] + angle[2:]))
+        seen3 = (strength[1:-1] > 0) & (strength[:-2] > 0) & (strength[2:] > 0)
+        if not seen3.any():
+            return 1e-12
+        s = np.maximum(strength, 1e-12)
+        k = 1.0 / s[1:-1] + 0.25 / s[:-2] + 0.25 / s[2:]
+        return max(float(np.median((r**2 / k)[seen3]) / CHI2_MEDIAN), 1e-12)
 
     @staticmethod
     def hinge(upper: np.ndarray, low_dir: np.ndarray) -> np.ndarray:

@@ -262,11 +262,12 @@ def test_foot_lock_plants_the_rigs_feet_on_the_walk(addon, bundles):
 
 # The walking truth with 3 mm noise, 5 % dropped joints, default clean-up (noise seed 5): the numpy test's bounds
 # (tests/blender_addon/test_rig_solver.py WALK_BOUNDS, measured there 1.5-1.9 deg on the spine, 2.4-2.5 on the hips, 1.8-2.2 on
-# the neck, 2.8-3.4 on thigh and shin, 4.6-4.7 on the feet, 9.5-15.6 on the arms): the spine, hips, neck and head at
+# the neck, 2.8-3.4 on thigh and shin, 4.6-4.7 on the feet, 6.6-9.8 on the upper arms, 11.3-15.6 on
+# forearms and hands): the spine, hips, neck and head at
 # the 3 deg, the rest regression bounds -- 3 mm is beyond what the keypoints tell about hands, upper arms
 # and fingers (the numpy oracle test); fingers are not bounded.
 WALK_BOUNDS = {"spine": 3.0, "spine1": 3.0, "spine2": 3.0, "hips": 3.0, "neck": 3.0, "head": 3.0, "clavicle": 4.0,
-               "upper_arm": 12.3, "forearm": 14.9, "hand": 18.0, "thigh": 3.8, "shin": 3.9, "foot": 5.5,
+               "upper_arm": 11.3, "forearm": 14.9, "hand": 18.0, "thigh": 3.8, "shin": 3.9, "foot": 5.5,
                "toe": 5.5}  # fmt: skip
 WALK_JOINTS = {"left_shoulder": "upper_arm.L", "left_elbow": "forearm.L", "left_wrist": "hand.L",
                "right_shoulder": "upper_arm.R", "right_elbow": "forearm.R", "right_wrist": "hand.R",
