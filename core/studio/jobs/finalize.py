@@ -32,6 +32,7 @@ import numpy as np
 from ...formats.bundle import read_bundle
 from ...formats.errors import BundleError
 from ...formats.sequence import SequenceWriter
+from ...tasks import registry as tasks_registry
 from ..compute.sequence_pass import SequencePass
 from ..errors import FinalizeError, InputError, OutputError
 from ..runtime.host import Host
@@ -229,10 +230,10 @@ def _pass_frame(folder: Path, name: str, doc: dict[str, Any], passer: SequencePa
     if passed is not None:
         record["temporal"] = passed  # its raw inputs, so that a later resume can replay the frame
     points_changed = frame.pointmap_scale != old_scale and old_points is not None
-    for task in ("pose", "pointmap"):  # the settings now say what the pass did
-        settings = record.get("settings") or {}
-        if task in settings and "smooth" in settings[task]:
-            settings[task] = {**settings[task], "smooth": smooth}
+    settings = record.get("settings") or {}
+    for task in tasks_registry.all_tasks():  # the settings of what the pass changes now say what it did
+        if task.temporal and "smooth" in settings.get(task.name, {}):
+            settings[task.name] = {**settings[task.name], "smooth": smooth}
     record.pop("files", None)
     frame.run = record
     arrays = load_pending_arrays(folder / f"{name}{PENDING_SUFFIX}")
