@@ -367,8 +367,7 @@ class _Solver:
             # No Strength here: the spline smooths as much as the clip's own noise says. At Strength 2, read as a
             # 16x lower process noise (half the cut-off), the walk's thighs went from 3.0-4.6 to 4.4-6.4 deg at 3 mm
             # (seeds 5-10); ignoring it, to 2.7-4.5 (at 6 mm, walk, run and slow: 5.4-10.7 -> 3.8-10.6).
-            twist = spline_smooth(np.unwrap(np.arctan2(seen[:, 1], seen[:, 0])), variance)
-            seen = np.stack([np.cos(twist), np.sin(twist)], -1)
+            seen = spline_twist(np.arctan2(seen[:, 1], seen[:, 0]), variance)
         elif plain:
             # The end part (the hand) keeps being cleaned up against the hinge of the speed-adaptive twist: its
             # filter's speed is read in that frame, and against the spline's hinge the walk's and run's hands and
@@ -377,8 +376,7 @@ class _Solver:
             reference = swung @ rotation_y(np.arctan2(filtered[:, 1], filtered[:, 0]))
             angle = np.arctan2(seen[:, 1], seen[:, 0])
             variance = np.where(ok, self.plane_noise(angle, strength) / np.maximum(strength, 1e-12), np.inf)
-            twist = spline_smooth(np.unwrap(angle), variance)
-            seen = np.stack([np.cos(twist), np.sin(twist)], -1)
+            seen = spline_twist(angle, variance)
         elif self.cleanup is not None:
             seen = self.smooth(seen, weights=np.clip(strength, 0.0, 1.0))
         frame = swung @ rotation_y(np.arctan2(seen[:, 1], seen[:, 0]))
@@ -562,6 +560,13 @@ class _Solver:
             if child in self.rest.names:
                 self.place(child)
                 self.set(child, self.carried(child))
+
+
+def spline_twist(angle: np.ndarray, variance: np.ndarray) -> np.ndarray:
+    """(T, 2) (cos, sin) of a twist track (T,) smoothed by ``rig_smooth.spline_smooth`` (unwrapped first, so a
+    turn through 180 deg is continuous)."""
+    twist = spline_smooth(np.unwrap(angle), variance)
+    return np.stack([np.cos(twist), np.sin(twist)], -1)
 
 
 def solve(
